@@ -1,0 +1,1 @@
+"""Training data and the paper's test sets."""

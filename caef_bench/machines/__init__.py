@@ -1,0 +1,63 @@
+"""Exact Turing-machine prototypes of CAEF and their text format (standard library only).
+
+Public API:
+    trace(op, a, b=None)   -> [(input_text, output_text), ...]  every executor transition
+    run(op, a, b=None)     -> Run: any step's state, command and text by index
+    align_input("45+67=")  -> the executor's start state and first command
+    align_output(halt)     -> "45+67=112"
+    parse(text) / render(snapshot)  -> structured states and back, byte for byte
+    classify(expected, got)         -> how a model's step differs (error class) or None
+
+op is one of: add sub mul div gt lt eq reflection left_mask.
+"""
+
+from .aligner import Expression, align_input, align_output, parse_expression
+from .compare import ERROR_CLASSES, classify
+from .composers import ComposerRun, composer_view_of_halt
+from .executors import Run
+from .ops import ARITHMETIC, BY_MACHINE, COMPARISON, OPERATIONS, Operation, lookup, operand
+from .ops import start as run
+from .text import (
+    HALT_LINE,
+    Action,
+    Command,
+    ComposerState,
+    ExecutorState,
+    FormatError,
+    Snapshot,
+    Tape,
+    parse,
+    render,
+)
+
+OPS = tuple(OPERATIONS)
+
+
+def trace(op: str, a, b=None) -> list[tuple[str, str]]:
+    """Every executor transition of `op` on (a, b), byte-exact with the reference format.
+
+    Simple executors: input and output are a state line and its command line.
+    Composers: the texts also carry the callee's start (in an output) and the
+    callee's halt (in the next input); composer inputs end with a newline.
+    """
+    return run(op, a, b).transitions()
+
+
+def result(op: str, a, b=None):
+    """Python's answer for op(a, b): an int, or True/False for comparisons."""
+    operation = lookup(op)
+    a = operand(a, "a")
+    if operation.arity == 1:
+        return operation.result(a)
+    b = operand(b, "b")
+    operation.check(a, b)
+    return operation.result(a, b)
+
+
+__all__ = [
+    "ARITHMETIC", "BY_MACHINE", "COMPARISON", "ERROR_CLASSES", "HALT_LINE", "OPERATIONS", "OPS",
+    "Action", "Command", "ComposerRun", "ComposerState", "ExecutorState", "Expression",
+    "FormatError", "Operation", "Run", "Snapshot", "Tape",
+    "align_input", "align_output", "classify", "composer_view_of_halt", "lookup", "parse",
+    "parse_expression", "render", "result", "run", "trace",
+]

@@ -1,0 +1,100 @@
+"""The aligner in both directions: expression <-> the executor's start and halt texts.
+
+    align_input("45+67=")  -> "ADD, q0, [HEAD1] |5|4[HEAD2] |7|6 [C] [OUTPUT]\\nCMD: …, q1\\n"
+    align_output("ADD, qH,  |5|4[HEAD1] |7|6[HEAD2] [C]1 |2|1|1\\nNo command …") -> "45+67=112"
+
+align_input checks the expression's syntax only: it is a format map, and the
+reference aligner examples include expressions outside a machine's domain
+(``45-67=``). `trace` and the CLI also check the operator's domain.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .ops import BY_MACHINE, BY_SYMBOL, Operation, operand
+from .text import ComposerState, Snapshot, from_tape, parse, render
+
+# Longest symbols first so that "//" and "==" win over any one-character reading.
+_SYMBOLS = sorted(BY_SYMBOL, key=len, reverse=True)
+_EXPRESSION = re.compile(r"([0-9]+)(" + "|".join(re.escape(s) for s in _SYMBOLS) + r")([0-9]+)=")
+
+
+@dataclass(frozen=True)
+class Expression:
+    operation: Operation
+    a: int
+    b: int
+
+    @property
+    def op(self) -> str:
+        return self.operation.name
+
+    def __str__(self) -> str:
+        return f"{self.a}{self.operation.symbol}{self.b}="
+
+
+def parse_expression(expr: str) -> Expression:
+    """'45+67=' -> Expression('add', 45, 67); ValueError with a one-line reason otherwise."""
+    if not isinstance(expr, str):
+        raise ValueError(f"expression must be a string, got {type(expr).__name__}")
+    if not expr.strip():
+        raise ValueError("empty expression")
+    if any(ch.isspace() for ch in expr):
+        raise ValueError(f"spaces are not allowed in an expression: {expr!r}")
+    match = _EXPRESSION.fullmatch(expr)
+    if match:
+        a, symbol, b = match.groups()
+        return Expression(BY_SYMBOL[symbol], operand(a, "a"), operand(b, "b"))
+    raise ValueError(_explain(expr))
+
+
+def _explain(expr: str) -> str:
+    """Name what is wrong with an expression that does not match the template."""
+    if not expr.endswith("="):
+        return f"expression must end with '=' (template '<a><op><b>='): {expr!r}"
+    body = expr[:-1]
+    if body[:1] in "+-":
+        return f"signed operands are not supported (non-negative integers only): {expr!r}"
+    head = re.match(r"[0-9]*", body).group(0)
+    if not head:
+        return f"expression must start with a non-negative integer: {expr!r}"
+    rest = body[len(head):]
+    symbol = next((s for s in _SYMBOLS if rest.startswith(s)), None)
+    if symbol is None:
+        bad = re.match(r"[^0-9]*", rest).group(0) or rest[:1]
+        return f"unknown operator {bad!r}; expected one of {' '.join(BY_SYMBOL)}: {expr!r}"
+    tail = rest[len(symbol):]
+    if tail[:1] in ("+", "-"):
+        return f"signed operands are not supported (non-negative integers only): {expr!r}"
+    if not tail:
+        return f"missing second operand: {expr!r}"
+    return f"operand {tail!r} is not a non-negative integer: {expr!r}"
+
+
+def align_input(expr: str) -> str:
+    """Aligner (I): the templated expression -> the executor's start state and first command."""
+    parsed = parse_expression(expr)
+    return parsed.operation.start_text(parsed.a, parsed.b)
+
+
+def align_output(halt_text: str) -> str:
+    """Aligner (O): an executor's halt state (and halt line) -> the expression with its result."""
+    snapshot: Snapshot = parse(halt_text)
+    state = snapshot.state
+    if not state.halted:
+        raise ValueError(f"not a halt state: {state.machine} is in {state.q}")
+    if snapshot.command is not None and not snapshot.command.is_halt:
+        raise ValueError("a halt state must be followed by the halt line, not a command")
+    if snapshot.callee is not None:
+        raise ValueError("a halt text has no callee lines")
+    operation = BY_MACHINE[state.machine]
+    if operation.symbol is None:
+        raise ValueError(f"{state.machine} is an auxiliary machine and has no expression form")
+    if isinstance(state, ComposerState):
+        a, b, result = state.a, state.b, str(from_tape(state.output))
+    else:
+        a, b = state.tapes[0].digits, state.tapes[1].digits
+        result = state.output if state.machine in ("GREATER_THAN", "LESS_THAN", "EQUAL") else str(from_tape(state.output))
+    return f"{from_tape(a)}{operation.symbol}{from_tape(b)}={result}"

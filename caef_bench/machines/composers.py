@@ -1,0 +1,192 @@
+"""The three composers: SUB, MUL and DIV, which call executors.
+
+A composer step issues "[CALL] X" and the runtime switches to executor X. The
+composer's transition texts carry the callee's lines: its output shows the
+callee's start state and first command, and its next input shows the callee's
+halt state and halt line.
+
+    SUB(a, b) = LEFT_MASK(ADD(ADD(a, REFLECTION(9…9, b)), 1))       a >= b
+    MUL(a, b): count = 1, out = a; while count < b: out += a; count += 1
+    DIV(a, b): count = b, out = 0; while not count > a: out += 1; count += b
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .executors import AddRun, CompareRun, LeftMaskRun, ReflectionRun, Run
+from .text import HALT, Action, Command, ComposerState, Snapshot, cells, render, to_tape
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One composer step: its state, its command and, for a call, the callee's run."""
+
+    state: ComposerState
+    command: Command
+    callee: Run | None = None
+
+
+def composer_view_of_halt(composer: str, callee: Run) -> Snapshot:
+    """The callee's halt state as the composer's texts show it.
+
+    The reference implementation writes a few callee halt states differently
+    from the callee's own trace, and the released adapters were trained on
+    those texts, so they are reproduced here:
+    - in SUB, an ADD halt always shows the carry register as "[C]0";
+    - in SUB, a LEFT_MASK halt shows the input without its top digit, zeros
+      kept ("|0|0", where the standalone machine erases them down to "0");
+    - in MUL, a LESS_THAN halt writes the count's tape in natural order
+      (count 12 shows "|1|2" where its start state shows "|2|1").
+    """
+    halt = callee.halt
+    state = halt.state
+    if composer == "SUB" and callee.machine == "ADD":
+        state = replace(state, carry="0")
+    elif composer == "SUB" and callee.machine == "LEFT_MASK":
+        state = replace(state, output=callee.a[:-1])
+    elif composer == "MUL" and callee.machine == "LESS_THAN":
+        count_tape = state.tapes[0]
+        state = replace(state, tapes=(replace(count_tape, digits=count_tape.digits[::-1]),) + state.tapes[1:])
+    return Snapshot(state, halt.command)
+
+
+class ComposerRun(Run):
+    """A composer's execution as a list of phases; step i is phase i."""
+
+    def __init__(self, machine: str, a: int, b: int, phases: list[Phase]):
+        self.machine, self.a, self.b = machine, a, b
+        self.phases = phases
+        self.n_steps = len(phases)
+
+    def state(self, i: int) -> ComposerState:
+        return self.phases[i].state
+
+    def command(self, i: int) -> Command:
+        return self.phases[i].command
+
+    def snapshot(self, i: int) -> Snapshot:
+        """Step i as the composer's *output* text: with the callee's start if it calls."""
+        i = self._index(i)
+        phase = self.phases[i]
+        callee = phase.callee.snapshot(0) if phase.callee else None
+        return Snapshot(phase.state, phase.command, callee)
+
+    def input_snapshot(self, i: int) -> Snapshot:
+        """Step i as the composer's *input* text: with the callee's halt once it has returned."""
+        i = self._index(i)
+        phase = self.phases[i]
+        callee = composer_view_of_halt(self.machine, phase.callee) if phase.callee else None
+        return Snapshot(phase.state, phase.command, callee, trailing_newline=True)
+
+    def transition(self, i: int) -> tuple[str, str]:
+        return render(self.input_snapshot(i)), self.text(i + 1)
+
+    def transitions(self) -> list[tuple[str, str]]:
+        return [self.transition(i) for i in range(len(self))]
+
+    def calls(self) -> list[tuple[int, Run]]:
+        """(step, callee run) for every call, in order."""
+        return [(i, p.callee) for i, p in enumerate(self.phases) if p.callee is not None]
+
+
+def _call(machine: str, next_q: str) -> Command:
+    return Command((Action("CALL", machine),), next_q)
+
+
+# Composer step counts grow with the operands' values (MUL: 3b-1 steps, DIV:
+# 3(a//b)+2), not their lengths; refuse runs no one could train or test on.
+MAX_COMPOSER_STEPS = 100_000
+
+
+def composer_steps(machine: str, a: int, b: int) -> int:
+    """Number of steps (states) a composer run takes, without running it."""
+    if machine == "SUB":
+        return 6
+    if machine == "MUL":
+        return 3 * b
+    return 3 * (a // b) + 3
+
+
+def _check_size(machine: str, a: int, b: int) -> None:
+    steps = composer_steps(machine, a, b)
+    if steps > MAX_COMPOSER_STEPS:
+        raise ValueError(f"{machine} on ({a}, {b}) would take {steps} steps; the limit is {MAX_COMPOSER_STEPS}")
+
+
+def first_phase(machine: str, a: int, b: int) -> Phase:
+    """The composer's start state and first command (all that aligner (I) needs)."""
+    ta, tb = to_tape(a), to_tape(b)
+    if machine == "SUB":
+        return Phase(ComposerState("SUB", "q0", ta, tb, None, ""), Command((), "q1"))
+    if machine == "MUL":
+        actions = (Action("COUNT", "1"), Action("OUTPUT", cells(ta)))
+    else:
+        actions = (Action("COUNT", cells(tb)), Action("OUTPUT", "0"))
+    return Phase(ComposerState(machine, "q0", ta, tb, "", ""), Command(actions, "q1"))
+
+
+def sub_run(a: int, b: int) -> ComposerRun:
+    ta, tb = to_tape(a), to_tape(b)
+
+    def state(q: str, output: str = "") -> ComposerState:
+        return ComposerState("SUB", q, ta, tb, None, output)
+
+    reflection = ReflectionRun("9" * len(ta), tb)
+    first_sum = AddRun(ta, reflection.out)
+    plus_one = AddRun(first_sum.halt.state.output, "1")
+    mask = LeftMaskRun(plus_one.halt.state.output)
+    difference = to_tape(a - b)
+    phases = [
+        first_phase("SUB", a, b),
+        Phase(state("q1"), _call("REFLECTION", "q2"), reflection),
+        Phase(state("q2"), _call("ADD", "q3"), first_sum),
+        Phase(state("q3"), _call("ADD", "q4"), plus_one),
+        Phase(state("q4"), _call("LEFT_MASK", "qH"), mask),
+        Phase(state("qH", difference), HALT),
+    ]
+    return ComposerRun("SUB", a, b, phases)
+
+
+def mul_run(a: int, b: int) -> ComposerRun:
+    _check_size("MUL", a, b)
+    ta, tb = to_tape(a), to_tape(b)
+
+    def state(q: str, count: int, out: int) -> ComposerState:
+        return ComposerState("MUL", q, ta, tb, to_tape(count), to_tape(out))
+
+    phases = [first_phase("MUL", a, b)]
+    count, out = 1, a
+    while True:
+        test = CompareRun("LESS_THAN", to_tape(count), tb)
+        phases.append(Phase(state("q1", count, out), _call("LESS_THAN", "q2"), test))
+        if test.final != "True":
+            break
+        phases.append(Phase(state("q2", count, out), _call("ADD", "q3"), AddRun(ta, to_tape(out))))
+        out += a
+        phases.append(Phase(state("q3", count, out), _call("ADD", "q1"), AddRun(to_tape(count), "1")))
+        count += 1
+    phases.append(Phase(state("qH", count, out), HALT))
+    return ComposerRun("MUL", a, b, phases)
+
+
+def div_run(a: int, b: int) -> ComposerRun:
+    _check_size("DIV", a, b)
+    ta, tb = to_tape(a), to_tape(b)
+
+    def state(q: str, count: int, out: int) -> ComposerState:
+        return ComposerState("DIV", q, ta, tb, to_tape(count), to_tape(out))
+
+    phases = [first_phase("DIV", a, b)]
+    count, out = b, 0
+    while True:
+        test = CompareRun("GREATER_THAN", to_tape(count), ta)
+        phases.append(Phase(state("q1", count, out), _call("GREATER_THAN", "q2"), test))
+        if test.final == "True":
+            break
+        phases.append(Phase(state("q2", count, out), _call("ADD", "q3"), AddRun(to_tape(out), "1")))
+        out += 1
+        phases.append(Phase(state("q3", count, out), _call("ADD", "q1"), AddRun(tb, to_tape(count))))
+        count += b
+    phases.append(Phase(state("qH", count, out), HALT))
+    return ComposerRun("DIV", a, b, phases)

@@ -1,0 +1,422 @@
+"""The CAEF text representation: structured states and commands, rendered and parsed.
+
+Every text a CAEF model reads or writes is one of these:
+
+    ADD, q1,  |5[HEAD1]|4 |7[HEAD2]|6 [C]1 |2[OUTPUT]                 <- executor state line
+    CMD: [C] 1, [OUTPUT] 1, [OUTPUT] RIGHT, [HEAD1] RIGHT, [HEAD2] RIGHT, q1   <- command line
+    SUB, q2, [HEAD1]|1|3|5|4 [HEAD2]|4|0|5|1                         <- composer state line
+    No command to execute. Halt state.                                <- halt line
+
+A composer text adds the callee's state and command lines below its own two.
+The machines build the dataclasses below and render them; the parser turns
+text back into the same dataclasses, so ``render(parse(t)) == t`` and a model's
+output can be compared with the machine field by field.
+
+Digits are kept in *tape order* (least-significant first), exactly as they
+stand on the tape: 45 is the tape ``|5|4`` and the digit string ``"54"``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+HALT_LINE = "No command to execute. Halt state."
+
+# Executors read operand tapes that start with one blank cell; a head can stand
+# on that blank (start state), on any digit, or one past the last digit.
+EXECUTORS = ("ADD", "GREATER_THAN", "LESS_THAN", "EQUAL", "REFLECTION", "LEFT_MASK")
+COMPOSERS = ("SUB", "MUL", "DIV")
+MACHINES = EXECUTORS + COMPOSERS
+COMPARISONS = ("GREATER_THAN", "LESS_THAN", "EQUAL")
+
+# Which registers a machine's commands may act on, and what each action's
+# argument may be ('' = the bare register, as in "[OUTPUT], qH").
+_WORD_ARGS = {
+    "HEAD": re.compile(r"RIGHT"),
+    "C": re.compile(r"[0-9]"),
+    "OUTPUT": re.compile(r"[0-9]|RIGHT|LEFT|True|False"),
+    "COUNT": re.compile(r"[0-9]"),
+    "CALL": re.compile("|".join(MACHINES)),
+}
+_BARE_OK = ("C", "OUTPUT")  # "[OUTPUT], [C], qH"
+_CELLS_OK = ("OUTPUT", "COUNT")  # "[COUNT]|4|0|5|1"
+_REGISTERS = {
+    "ADD": ("C", "OUTPUT", "HEAD1", "HEAD2"),
+    "GREATER_THAN": ("HEAD1", "HEAD2", "OUTPUT"),
+    "LESS_THAN": ("HEAD1", "HEAD2", "OUTPUT"),
+    "EQUAL": ("HEAD1", "HEAD2", "OUTPUT"),
+    "REFLECTION": ("HEAD1", "HEAD2", "OUTPUT"),
+    "LEFT_MASK": ("HEAD", "OUTPUT"),
+    "SUB": ("CALL",),
+    "MUL": ("COUNT", "OUTPUT", "CALL"),
+    "DIV": ("COUNT", "OUTPUT", "CALL"),
+}
+
+
+@lru_cache(maxsize=4096)  # operand tapes are rendered again at every step of a run
+def cells(digits: str) -> str:
+    """Tape-order digit string -> tape cells: '54' -> '|5|4'."""
+    return "|" + "|".join(digits) if digits else ""
+
+
+def to_tape(n: int) -> str:
+    """A non-negative integer -> its digits in tape order (least-significant first)."""
+    return str(n)[::-1]
+
+
+def from_tape(digits: str) -> int:
+    return int(digits[::-1])
+
+
+# --------------------------------------------------------------------------- data model
+
+
+@dataclass(frozen=True, slots=True)
+class Tape:
+    """An executor's operand tape: its digits and where its head stands.
+
+    head 0 is the blank cell before the digits (the start state), head i in
+    1..len(digits) is on digit i-1, and len(digits)+1 is past the last digit.
+    """
+
+    marker: str  # "HEAD1", "HEAD2" or "HEAD"
+    digits: str
+    head: int
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorState:
+    """State line of an executor (ADD, comparisons, REFLECTION, LEFT_MASK)."""
+
+    machine: str
+    q: str  # "q0", "q1", "q2" or "qH"
+    tapes: tuple[Tape, ...]
+    carry: str | None = None  # ADD only: "" before the first write, then one digit
+    output: str = ""  # tape-order digits, or "" / "True" / "False" for comparisons
+
+    @property
+    def halted(self) -> bool:
+        return self.q == "qH"
+
+
+@dataclass(frozen=True, slots=True)
+class ComposerState:
+    """State line of a composer (SUB, MUL, DIV): its operands and registers."""
+
+    machine: str
+    q: str
+    a: str  # tape-order digits
+    b: str
+    count: str | None = None  # MUL and DIV only; "" before the first write
+    output: str = ""
+
+    @property
+    def halted(self) -> bool:
+        return self.q == "qH"
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """One action of a command: "[C] 1" is Action("C", "1"); "[OUTPUT]" is Action("OUTPUT", "")."""
+
+    register: str
+    arg: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """A command line: actions then the next state; next_q None is the halt line."""
+
+    actions: tuple[Action, ...]
+    next_q: str | None
+
+    @property
+    def is_halt(self) -> bool:
+        return self.next_q is None
+
+    @property
+    def call(self) -> str | None:
+        """The machine a composer's command calls, if any."""
+        for action in self.actions:
+            if action.register == "CALL":
+                return action.arg
+        return None
+
+
+HALT = Command((), None)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A whole text: a state, its command, and for a composer the callee's lines."""
+
+    state: ExecutorState | ComposerState
+    command: Command | None = None  # None: a state line alone
+    callee: Snapshot | None = None
+    trailing_newline: bool = False
+
+    @property
+    def machine(self) -> str:
+        return self.state.machine
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def render_tape(marker: str, digit_cells: str, head: int) -> str:
+    """Render an executor tape from pre-rendered cells (fast path for the machines)."""
+    if head == 0:
+        return f"[{marker}] {digit_cells}"
+    split = 2 * (head - 1)  # every cell is two characters: '|' and a digit
+    return f" {digit_cells[:split]}[{marker}]{digit_cells[split:]}"
+
+
+def render_state(state: ExecutorState | ComposerState) -> str:
+    if isinstance(state, ComposerState):
+        return _render_composer_state(state)
+    tapes = "".join(render_tape(t.marker, cells(t.digits), t.head) for t in state.tapes)
+    head = f"{state.machine}, {state.q}, {tapes}"
+    if state.carry is not None:
+        head += f" [C]{state.carry}"
+    return f"{head} {render_output(state.machine, state.output, state.halted)}"
+
+
+def render_output(machine: str, output: str, halted: bool) -> str:
+    """The output register: digits before the [OUTPUT] head, or a truth value after it."""
+    if machine in COMPARISONS:
+        return output if halted else f"[OUTPUT]{output}"
+    if halted:
+        # LEFT_MASK erases every digit of 0..9 and 10, 100, ...: the empty result reads "0".
+        return cells(output) if output or machine != "LEFT_MASK" else "0"
+    return f"{cells(output)}[OUTPUT]"
+
+
+def _render_composer_state(state: ComposerState) -> str:
+    text = f"{state.machine}, {state.q}, [HEAD1]{cells(state.a)} [HEAD2]{cells(state.b)} "
+    if state.machine == "SUB":
+        return text + cells(state.output)
+    marker = "" if state.halted else "[OUTPUT]"
+    return f"{text}[COUNT]{cells(state.count or '')} {marker}{cells(state.output)}"
+
+
+def render_action(action: Action) -> str:
+    arg = action.arg
+    if not arg:
+        return f"[{action.register}]"
+    if arg.startswith("|"):  # a number written as cells: "[OUTPUT]|6|4|9"
+        return f"[{action.register}]{arg}"
+    return f"[{action.register}] {arg}"
+
+
+@lru_cache(maxsize=8192)  # a machine issues a few hundred distinct commands at most
+def render_command(command: Command, machine: str) -> str:
+    if command.next_q is None:
+        return HALT_LINE
+    items = [render_action(a) for a in command.actions]
+    items.append(command.next_q)
+    prefix = "CMD: " if machine == "ADD" else "CMD "
+    return prefix + ", ".join(items)
+
+
+def render(snapshot: Snapshot) -> str:
+    """Structured snapshot -> the exact CAEF text."""
+    lines = [render_state(snapshot.state)]
+    if snapshot.command is not None:
+        lines.append(render_command(snapshot.command, snapshot.machine))
+    if snapshot.callee is not None:
+        lines.append(render(snapshot.callee))
+    text = "\n".join(lines)
+    return text + "\n" if snapshot.trailing_newline else text
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+class FormatError(ValueError):
+    """A text that is not valid CAEF format; names the first offending token."""
+
+    def __init__(self, message: str, line: int, column: int, token: str):
+        self.line, self.column, self.token = line, column, token
+        super().__init__(f"line {line}, column {column}: {message} at {token!r}")
+
+
+_TOKEN = re.compile(r"\[[A-Z_0-9]*\]?|\|[0-9]?|[A-Za-z_]+[0-9]*|[0-9]+|\s|.")
+_Q = re.compile(r"q(?:[0-9]|H)")
+_MACHINE = re.compile("|".join(sorted(MACHINES, key=len, reverse=True)))
+
+
+class _Cursor:
+    """Left-to-right reader of one line that reports the offending token on failure."""
+
+    def __init__(self, text: str, line: int):
+        self.text, self.line, self.pos = text, line, 0
+
+    def fail(self, message: str) -> FormatError:
+        token = _TOKEN.match(self.text, self.pos) if self.pos < len(self.text) else None
+        return FormatError(message, self.line, self.pos + 1, token.group(0) if token else "<end of line>")
+
+    def take(self, literal: str) -> bool:
+        if self.text.startswith(literal, self.pos):
+            self.pos += len(literal)
+            return True
+        return False
+
+    def expect(self, literal: str) -> None:
+        if not self.take(literal):
+            raise self.fail(f"expected {literal!r}")
+
+    def regex(self, pattern: re.Pattern, what: str) -> str:
+        match = pattern.match(self.text, self.pos)
+        if not match:
+            raise self.fail(f"expected {what}")
+        self.pos = match.end()
+        return match.group(0)
+
+    def digits(self) -> str:
+        """Read tape cells '|d|d…' and return the digit string (possibly empty)."""
+        start = self.pos
+        text, pos = self.text, self.pos
+        while pos + 1 < len(text) and text[pos] == "|" and text[pos + 1].isdigit() and text[pos + 1].isascii():
+            pos += 2
+        if pos < len(text) and text[pos] == "|":
+            self.pos = pos
+            raise self.fail("expected a digit after '|'")
+        self.pos = pos
+        return text[start + 1 : pos : 2]
+
+    def end(self) -> None:
+        if self.pos != len(self.text):
+            raise self.fail("unexpected text")
+
+
+def _parse_tape(cur: _Cursor, marker: str) -> Tape:
+    mark = f"[{marker}]"
+    if cur.take(mark):
+        cur.expect(" ")
+        return Tape(marker, cur.digits(), 0)
+    cur.expect(" ")
+    before = cur.digits()
+    if not cur.take(mark):
+        raise cur.fail(f"expected {mark} or a digit cell")
+    return Tape(marker, before + cur.digits(), len(before) + 1)
+
+
+def _parse_state(cur: _Cursor) -> ExecutorState | ComposerState:
+    machine = cur.regex(_MACHINE, "a machine name")
+    cur.expect(", ")
+    q = cur.regex(_Q, "a state q0..q9 or qH")
+    cur.expect(", ")
+    halted = q == "qH"
+    if machine in COMPOSERS:
+        cur.expect("[HEAD1]")
+        a = cur.digits()
+        cur.expect(" [HEAD2]")
+        b = cur.digits()
+        cur.expect(" ")
+        if machine == "SUB":
+            state = ComposerState(machine, q, a, b, None, cur.digits())
+        else:
+            cur.expect("[COUNT]")
+            count = cur.digits()
+            cur.expect(" ")
+            if not halted:
+                cur.expect("[OUTPUT]")
+            state = ComposerState(machine, q, a, b, count, cur.digits())
+        cur.end()
+        return state
+    markers = ("HEAD",) if machine == "LEFT_MASK" else ("HEAD1", "HEAD2")
+    tapes = tuple(_parse_tape(cur, m) for m in markers)
+    carry = None
+    if machine == "ADD":
+        cur.expect(" [C]")
+        carry = cur.regex(re.compile(r"[0-9]?"), "a carry digit")
+    cur.expect(" ")
+    output = _parse_output(cur, machine, halted)
+    cur.end()
+    return ExecutorState(machine, q, tapes, carry, output)
+
+
+def _parse_output(cur: _Cursor, machine: str, halted: bool) -> str:
+    if machine in COMPARISONS:
+        if halted:
+            return cur.regex(re.compile(r"True|False"), "True or False")
+        cur.expect("[OUTPUT]")
+        return cur.regex(re.compile(r"(True|False)?"), "True, False or nothing")
+    if halted and machine == "LEFT_MASK" and cur.take("0"):
+        return ""
+    output = cur.digits()
+    if not halted:
+        cur.expect("[OUTPUT]")
+    elif not output:
+        raise cur.fail("expected the output digits")
+    return output
+
+
+def _parse_command(cur: _Cursor, machine: str) -> Command:
+    if cur.take(HALT_LINE):
+        cur.end()
+        return HALT
+    cur.expect("CMD: " if machine == "ADD" else "CMD ")
+    actions = []
+    while not _Q.match(cur.text, cur.pos):
+        actions.append(_parse_action(cur, machine))
+        cur.expect(", ")
+    next_q = cur.regex(_Q, "the next state")
+    cur.end()
+    return Command(tuple(actions), next_q)
+
+
+def _parse_action(cur: _Cursor, machine: str) -> Action:
+    start = cur.pos
+    cur.expect("[")
+    register = cur.regex(re.compile(r"[A-Z_0-9]+"), "a register name")
+    if register not in _REGISTERS[machine]:
+        cur.pos = start
+        raise cur.fail(f"{machine} has no such register")
+    cur.expect("]")
+    if cur.text.startswith("|", cur.pos):
+        if register not in _CELLS_OK:
+            raise cur.fail(f"[{register}] takes no digit cells")
+        return Action(register, cells(cur.digits()))
+    if cur.take(" "):
+        word_start = cur.pos
+        word = cur.regex(re.compile(r"[^,]+"), f"an argument for [{register}]")
+        if not _WORD_ARGS[register[:4] if register.startswith("HEAD") else register].fullmatch(word):
+            cur.pos = word_start
+            raise cur.fail(f"invalid argument for [{register}]")
+        return Action(register, word)
+    if register not in _BARE_OK:
+        raise cur.fail(f"[{register}] needs an argument")
+    return Action(register, "")
+
+
+def parse(text: str) -> Snapshot:
+    """Parse any CAEF state/command text into a Snapshot.
+
+    Accepts a state line alone, a state and its command, or a composer's two
+    lines followed by the callee's state and command (or halt) lines; one
+    trailing newline is allowed. Raises FormatError naming the first offending
+    token, so ``render(parse(t)) == t`` for every text that parses.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"parse() takes a str, not {type(text).__name__}")
+    trailing = text.endswith("\n")
+    lines = (text[:-1] if trailing else text).split("\n")
+    if lines == [""]:
+        raise FormatError("empty text", 1, 1, "<end of line>")
+    if len(lines) > 4:
+        raise FormatError("too many lines (at most 4)", 5, 1, lines[4][:20] or "<end of line>")
+    state = _parse_state(_Cursor(lines[0], 1))
+    command = _parse_command(_Cursor(lines[1], 2), state.machine) if len(lines) > 1 else None
+    callee = None
+    if len(lines) > 2:
+        if state.machine not in COMPOSERS:
+            raise FormatError(f"{state.machine} is an executor and has no callee lines", 3, 1, lines[2][:20] or "<end of line>")
+        callee_state = _parse_state(_Cursor(lines[2], 3))
+        if callee_state.machine in COMPOSERS:
+            raise FormatError("a composer cannot be a callee", 3, 1, callee_state.machine)
+        callee_command = _parse_command(_Cursor(lines[3], 4), callee_state.machine) if len(lines) > 3 else None
+        callee = Snapshot(callee_state, callee_command)
+    return Snapshot(state, command, callee, trailing)

@@ -1,0 +1,142 @@
+"""Answer extraction and scoring, shared by the lm-eval tasks and the suite.
+
+Scoring rule (the protocol: one attempt, exact match against the ground truth):
+integer answers must equal the ground truth as strings after stripping
+surrounding whitespace, so "0112" does not match "112" and "+5" does not match
+"5": a model that pads or signs its answer has not produced the answer.
+True/False answers match case-insensitively (the chat prompt asks for "true or
+false" in lower case while the ground truth is written "True"/"False").
+
+Extraction is where formats are tolerated: thousands separators and markdown
+around a chat model's ``Answer:`` line are removed before matching. Negative
+numbers are kept, with their sign, so they are scored wrong rather than dropped.
+
+Import-light on purpose: standard library only.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+
+from caef_bench.data.testsets import COMPARISON_OPS
+
+PROMPT_STYLES = ("bare", "direct", "chat")
+_BOOLEANS = {"true": "True", "false": "False"}
+
+# An integer, optionally negative (ASCII hyphen or the Unicode minus sign chat
+# models like to print), with optional well-formed thousands separators.
+_INTEGER = re.compile(r"[-\u2212]?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)")
+_BOOLEAN = re.compile(r"\b(true|false)\b", re.IGNORECASE)
+_ANSWER_LABEL = re.compile(r"answer\s*:", re.IGNORECASE)
+# Markdown emphasis/code and LaTeX wrappers seen around answers: **Answer:** 1,
+# Answer: `1`, Answer: $\boxed{1}$.
+_DECORATION = re.compile(r"\\boxed|\\text|[*_`$\\{}()\[\]]")
+
+
+def _normalize_integer(text: str) -> str:
+    return text.replace(",", "").replace("\u2212", "-")
+
+
+def _is_boolean_target(target: str) -> bool:
+    return target.strip().lower() in _BOOLEANS
+
+
+def exact_match(prediction: str | None, target: str) -> bool:
+    """Whether an extracted answer is the ground truth (see the module docstring).
+    A missing answer (None) is wrong."""
+    if prediction is None:
+        return False
+    if _is_boolean_target(target):
+        return prediction.strip().lower() == target.strip().lower()
+    return prediction.strip() == target.strip()
+
+
+def _labelled_answers(text: str) -> list[str]:
+    """What follows the last ``Answer:`` on each line that has one, undecorated, in order."""
+    answers = []
+    for line in text.splitlines():
+        line = _DECORATION.sub("", line)
+        labels = list(_ANSWER_LABEL.finditer(line))
+        if labels:
+            answers.append(line[labels[-1].end() :])
+    return answers
+
+
+def extract_chat_answer(text: str, op: str) -> str | None:
+    """The answer of an instruct/chat model's reply, or None when it gave none.
+
+    Arithmetic: the integer on the last ``Answer: N`` line (after an ``=`` on that
+    line if the model restated the expression). Comparisons: True/False from the
+    last ``Answer: true`` line if any, else the last true/false in the reply.
+    """
+    if op in COMPARISON_OPS:
+        for answer in reversed(_labelled_answers(text)):
+            found = _BOOLEAN.match(answer.strip())
+            if found:
+                return _BOOLEANS[found.group(1).lower()]
+        found = _BOOLEAN.findall(text)
+        return _BOOLEANS[found[-1].lower()] if found else None
+    for answer in reversed(_labelled_answers(text)):
+        found = _INTEGER.search(answer.rpartition("=")[2])
+        if found:
+            return _normalize_integer(found.group())
+    return None
+
+
+def extract_direct_answer(text: str, op: str) -> str | None:
+    """The first token of a completion that should be just the answer (the
+    LoRA-direct baseline, or a bare ``45+67=`` prompt): an integer, or True/False
+    for comparisons; None when the completion does not start with one."""
+    first_line = next((line for line in text.splitlines() if line.strip()), "")
+    first_line = first_line.strip()
+    if op in COMPARISON_OPS:
+        found = _BOOLEAN.match(first_line)
+        return _BOOLEANS[found.group(1).lower()] if found else None
+    found = _INTEGER.match(first_line)
+    return _normalize_integer(found.group()) if found else None
+
+
+def extract_answer(text: str, op: str, style: str) -> str | None:
+    """The answer in a completion of a ``style`` prompt (one of PROMPT_STYLES).
+
+    A bare prompt is scored strictly: the whole completion line, stripped, is the
+    answer, because a model answering ``45+67=`` has only the answer to write.
+    """
+    if style == "bare":
+        return text.strip()
+    if style == "direct":
+        return extract_direct_answer(text, op)
+    if style == "chat":
+        return extract_chat_answer(text, op)
+    raise ValueError(f"unknown prompt style {style!r}; expected one of {PROMPT_STYLES}")
+
+
+def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval of a proportion k/n (z=1.96: 95%). n=0 gives (0, 1)."""
+    if not 0 <= k <= n:
+        raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    z2 = z * z
+    denominator = 1 + z2 / n
+    center = (p + z2 / (2 * n)) / denominator
+    half_width = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denominator
+    return max(0.0, center - half_width), min(1.0, center + half_width)
+
+
+def accuracy(records: Iterable[Mapping]) -> dict:
+    """Accuracy of scored records (each with a boolean ``correct``) and its Wilson
+    95% interval. With no records accuracy is 0.0 and the interval (0, 1)."""
+    outcomes = [bool(record["correct"]) for record in records]
+    n, correct = len(outcomes), sum(outcomes)
+    low, high = wilson_interval(correct, n)
+    return {
+        "n": n,
+        "correct": correct,
+        "accuracy": correct / n if n else 0.0,
+        "ci_low": low,
+        "ci_high": high,
+    }

@@ -50,27 +50,35 @@ def parse_expression(expr: str) -> Expression:
     raise ValueError(_explain(expr))
 
 
+_DIGITS = re.compile(r"[0-9]+")
+
+
 def _explain(expr: str) -> str:
     """Name what is wrong with an expression that does not match the template."""
     if not expr.endswith("="):
         return f"expression must end with '=' (template '<a><op><b>='): {expr!r}"
     body = expr[:-1]
-    if body[:1] in "+-":
+    if body[:1] in ("+", "-"):
         return f"signed operands are not supported (non-negative integers only): {expr!r}"
-    head = re.match(r"[0-9]*", body).group(0)
-    if not head:
-        return f"expression must start with a non-negative integer: {expr!r}"
-    rest = body[len(head):]
-    symbol = next((s for s in _SYMBOLS if rest.startswith(s)), None)
-    if symbol is None:
-        bad = re.match(r"[^0-9]*", rest).group(0) or rest[:1]
-        return f"unknown operator {bad!r}; expected one of {' '.join(BY_SYMBOL)}: {expr!r}"
-    tail = rest[len(symbol):]
-    if tail[:1] in ("+", "-"):
+    gap = re.search(r"[^0-9]+", body)
+    if gap is None:
+        return f"missing operator (one of {' '.join(BY_SYMBOL)}): {expr!r}"
+    token = gap.group(0)
+    symbol = next((s for s in _SYMBOLS if token.startswith(s)), None)
+    if symbol and token[len(symbol):] in ("+", "-"):
         return f"signed operands are not supported (non-negative integers only): {expr!r}"
-    if not tail:
+    if re.fullmatch(r"[-+*/<>=!%^&|~.,:;?@#$\\]+", token) and token not in BY_SYMBOL:
+        return f"unknown operator {token!r}; expected one of {' '.join(BY_SYMBOL)}: {expr!r}"
+    # Letters or other characters inside a number: name the operand that holds them.
+    split = next(((i, s) for i in range(1, len(body)) for s in _SYMBOLS if body.startswith(s, i)), None)
+    if split is None:
+        return f"operand {body!r} is not a non-negative integer: {expr!r}"
+    position, symbol = split
+    left, right = body[:position], body[position + len(symbol):]
+    if not right:
         return f"missing second operand: {expr!r}"
-    return f"operand {tail!r} is not a non-negative integer: {expr!r}"
+    bad = left if not _DIGITS.fullmatch(left) else right
+    return f"operand {bad!r} is not a non-negative integer: {expr!r}"
 
 
 def align_input(expr: str) -> str:

@@ -122,7 +122,8 @@ def all_cells() -> list[str]:
     return list(CELLS)
 
 
-def _cell_rng(seed: int, cell: str) -> random.Random:
+def named_rng(seed: int, cell: str) -> random.Random:
+    """A random stream that depends only on (seed, name): independent of generation order."""
     # Integer seeding and randrange/randint/choice/shuffle give the same streams
     # on every platform and have since Python 3.2; `--check` in CI guards it.
     digest = hashlib.sha256(f"caef-bench/{seed}/{cell}".encode()).digest()
@@ -273,7 +274,7 @@ def generate_cell(name: str, seed: int = DEFAULT_SEED) -> list[dict]:
     if name not in CELLS:
         raise ValueError(f"unknown test-set cell {name!r}; known cells: {', '.join(CELLS)}")
     spec = CELLS[name]
-    rng = _cell_rng(seed, name)
+    rng = named_rng(seed, name)
     if spec.pattern is not None:
         return _repeated_records(name, spec, rng)
     return [_record(name, i, spec.op, a, b) for i, (a, b) in enumerate(_table1_pairs(spec, rng))]

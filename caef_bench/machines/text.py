@@ -70,6 +70,20 @@ def from_tape(digits: str) -> int:
     return int(digits[::-1])
 
 
+# The format's natural units: a digit cell, a marker, a keyword, a state name,
+# the halt sentence, then single characters. A tokenizer built for CAEF gives
+# each unit one token; data summaries count lengths in these units.
+FORMAT_UNIT = re.compile(
+    re.escape(HALT_LINE) + r"|\|[0-9]|\[[A-Z_0-9]+\]|q(?:[0-9]|H)\b|[A-Z_]{2,}|True|False|RIGHT|LEFT|CMD:?|.",
+    re.DOTALL,
+)
+
+
+def split_units(text: str) -> list[str]:
+    """Split a CAEF text into format units; ''.join(split_units(t)) == t."""
+    return FORMAT_UNIT.findall(text)
+
+
 # --------------------------------------------------------------------------- data model
 
 

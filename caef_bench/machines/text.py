@@ -70,17 +70,25 @@ def from_tape(digits: str) -> int:
     return int(digits[::-1])
 
 
-# The format's natural units: a digit cell, a marker, a keyword, a state name,
-# the halt sentence, then single characters. A tokenizer built for CAEF gives
-# each unit one token; data summaries count lengths in these units.
-FORMAT_UNIT = re.compile(
-    re.escape(HALT_LINE) + r"|\|[0-9]|\[[A-Z_0-9]+\]|q(?:[0-9]|H)\b|[A-Z_]{2,}|True|False|RIGHT|LEFT|CMD:?|.",
-    re.DOTALL,
+# The format's vocabulary: every multi-character unit a CAEF text is made of.
+# A tokenizer built for CAEF gives each one a token and every other character
+# a token of its own; data summaries count lengths in these units.
+MARKERS = ("[HEAD1]", "[HEAD2]", "[HEAD]", "[C]", "[OUTPUT]", "[COUNT]", "[CALL]")
+FORMAT_WORDS = (
+    HALT_LINE,
+    *(f"|{d}" for d in "0123456789"),
+    *MARKERS,
+    *("GREATER_THAN", "LESS_THAN", "EQUAL", "REFLECTION", "LEFT_MASK", "ADD", "SUB", "MUL", "DIV"),
+    *(f"q{i}" for i in range(10)),
+    "qH", "True", "False", "RIGHT", "LEFT", "CMD",
 )
+# Longest first, so that "LEFT_MASK" wins over "LEFT" and "[HEAD1]" over "[HEAD]".
+FORMAT_UNIT_PATTERN = "|".join(re.escape(w) for w in sorted(FORMAT_WORDS, key=len, reverse=True)) + r"|[\s\S]"
+FORMAT_UNIT = re.compile(FORMAT_UNIT_PATTERN)
 
 
 def split_units(text: str) -> list[str]:
-    """Split a CAEF text into format units; ''.join(split_units(t)) == t."""
+    """Split a text into format units; ''.join(split_units(t)) == t."""
     return FORMAT_UNIT.findall(text)
 
 

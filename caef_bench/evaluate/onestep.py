@@ -1,0 +1,63 @@
+"""One-step evaluation: exact match of single executor transitions and aligner conversions.
+
+Cases come from the committed test-set problems (never drawn for training),
+one uniformly chosen transition per problem, so long traces are weighted the
+way the test traces are; REFLECTION and LEFT_MASK are evaluated on the calls
+SUB makes for the same problems.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from caef_bench.data.testsets import load_cell, named_rng, render_expr, solve
+from caef_bench.evaluate.scoring import accuracy
+from caef_bench.machines import run
+
+LENGTH_CELLS = ("5", "10", "50", "100")
+SUB_CALLEES = {"reflection": 1, "left_mask": 4}  # SUB's phase that calls each auxiliary machine
+
+
+def cells_for(op: str) -> list[str]:
+    """Test-set cells an operator is evaluated on: add_5 … add_100, mul_1_10, or SUB's for its callees."""
+    if op in ("mul", "div"):
+        return [f"{op}_1_10"]
+    return [f"{'sub' if op in SUB_CALLEES else op}_{n}" for n in LENGTH_CELLS]
+
+
+def executor_cases(op: str, cell: str, n: int, seed: int = 0) -> list[tuple[str, str]]:
+    rng = named_rng(seed, f"onestep/executor/{op}/{cell}")
+    problems = load_cell(cell)
+    cases = []
+    for problem in rng.sample(problems, min(n, len(problems))):
+        machine_run = run(problem["op"], int(problem["a"]), int(problem["b"]))
+        if op in SUB_CALLEES:
+            machine_run = machine_run.phases[SUB_CALLEES[op]].callee
+        cases.append(machine_run.transition(rng.randrange(len(machine_run))))
+    return cases
+
+
+def aligner_cases(op: str, cell: str, n: int, seed: int = 0) -> list[tuple[str, str]]:
+    """Both directions, alternating: expression -> start text, halt text -> expression with result."""
+    rng = named_rng(seed, f"onestep/aligner/{op}/{cell}")
+    problems = load_cell(cell)
+    cases = []
+    for index, problem in enumerate(rng.sample(problems, min(n, len(problems)))):
+        a, b = int(problem["a"]), int(problem["b"])
+        machine_run = run(op, a, b)
+        expr = render_expr(op, a, b)
+        cases.append((expr, machine_run.start_text()) if index % 2 == 0
+                     else (machine_run.text(-1), expr + solve(op, a, b)))
+    return cases
+
+
+def score_cases(generate: Callable[[list[str], list[int]], list[str]], cases: list[tuple[str, str]],
+                count_tokens: Callable[[str], int]) -> dict:
+    """Exact match of generate(prompts, limits) against the expected texts, with a Wilson interval and failures.
+
+    Each case may generate one token more than its expected completion: a longer output is wrong anyway.
+    """
+    outputs = generate([prompt for prompt, _ in cases], [count_tokens(expected) + 1 for _, expected in cases])
+    records = [{"correct": got == expected} for (_, expected), got in zip(cases, outputs)]
+    failures = [{"prompt": p, "expected": e, "got": g} for (p, e), g in zip(cases, outputs) if g != e]
+    return {**accuracy(records), "failures": failures[:5]}

@@ -1,0 +1,287 @@
+"""Model tiers: a base model plus its CAEF adapters, loaded through transformers + peft.
+
+Every tier goes through the same code: `AutoModelForCausalLM` for the base,
+one peft LoRA adapter per executor and aligner, switched by name. The adapter
+folder layout is the official release's:
+
+    <adapters>/executors/<op>/   adapter_config.json, adapter_model.safetensors
+    <adapters>/aligners/<op>/
+    <adapters>/direct/<op>/      caef-bench's LoRA-direct baseline (not in the release)
+
+with <op> caef-bench's name (add, gt, ...) or the release's (addition,
+greater_than, ...; see caef_bench.models.official). Inside the peft model the
+adapters are named `executor_<op>`, `aligner_<op>`, `direct_<op>`: peft keys adapters by
+name in module dicts and save folders, where '.' and '/' would break.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from caef_bench.data.training import ALIGNED_OPS, EXECUTOR_OPS
+from caef_bench.models.official import adapter_layout_root, official_adapters, official_folder_names
+from caef_bench.models.tiny import tier_info
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TINY_CHECKPOINTS = REPO_ROOT / "checkpoints" / "tiny"
+LLAMA_HUB_ID = "meta-llama/Llama-3.1-8B"
+ENV_LLAMA_PATH = "CAEF_LLAMA_PATH"
+ADAPTER_CONFIG = "adapter_config.json"
+KINDS = ("executors", "aligners")  # what CAEF runs on; "direct" (the LoRA-direct baseline) is loaded on request
+KIND_OPS = {"executors": EXECUTOR_OPS, "aligners": ALIGNED_OPS, "direct": ALIGNED_OPS}
+KIND_PREFIX = {"executors": "executor", "aligners": "aligner", "direct": "direct"}
+TRAIN_TINY_HINT = "run `caef-bench train --preset tiny` first"
+
+
+@dataclass(frozen=True)
+class Tier:
+    name: str
+    base: str | Path  # a local folder or a hub id
+    adapters: str | Path | None  # the folder holding executors/ and aligners/, or None for the bare base
+    dtype: str  # a torch dtype name: "float32", "bfloat16"
+    position_scheme: str = "standard"  # "standard" or "coupled" (caef_bench.models.positions)
+
+
+@dataclass
+class LoadedTier:
+    model: Any  # a PeftModel when adapters were loaded, else the transformers model
+    tokenizer: Any
+    tier: Tier
+    adapter_names: tuple[str, ...]
+
+
+# ---------------------------------------------------------------- adapter names and folders
+
+def executor_name(op: str) -> str:
+    return adapter_name("executors", op)
+
+
+def aligner_name(op: str) -> str:
+    return adapter_name("aligners", op)
+
+
+def adapter_name(kind: str, op: str) -> str:
+    """The peft adapter name of `op`'s adapter of `kind` ("executors", "aligners" or "direct")."""
+    _check_kind(kind)
+    if op not in KIND_OPS[kind]:
+        raise ValueError(f"no {KIND_PREFIX[kind]} adapter for op {op!r}; {kind} exist for: {', '.join(KIND_OPS[kind])}")
+    return f"{KIND_PREFIX[kind]}_{op}"
+
+
+def adapter_dir(adapter_root: str | Path, kind: str, op: str) -> Path | None:
+    """The folder of `op`'s adapter of `kind` under `adapter_root`, or None when there is none."""
+    for folder_name in official_folder_names(op):
+        folder = Path(adapter_root) / kind / folder_name
+        if (folder / ADAPTER_CONFIG).is_file():
+            return folder
+    return None
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in KIND_OPS:
+        raise ValueError(f"unknown adapter kind {kind!r}; expected one of {tuple(KIND_OPS)}")
+
+
+# ---------------------------------------------------------------- tiers
+
+def _tiny_tier(**overrides) -> Tier:
+    base = Path(overrides.pop("base", TINY_CHECKPOINTS / "base"))
+    adapters = overrides.pop("adapters", TINY_CHECKPOINTS)
+    if not (base / "config.json").is_file():
+        raise FileNotFoundError(f"the tiny tier has no trained base model at {base}: {TRAIN_TINY_HINT}")
+    settings = {"dtype": "float32", "position_scheme": position_scheme_of(base), **overrides}
+    return Tier("tiny", base, adapters, **settings)
+
+
+def _smollm2_tier(**overrides) -> Tier:
+    from caef_bench.models.smollm2 import converted_dir
+
+    base = overrides.pop("base", None) or converted_dir()  # converts the GGUF once, then reuses it
+    adapters = overrides.pop("adapters", None)
+    return Tier("smollm2-135m", base, adapters, **{"dtype": "float32", **overrides})
+
+
+def _llama_tier(**overrides) -> Tier:
+    base = overrides.pop("base", None) or os.environ.get(ENV_LLAMA_PATH) or LLAMA_HUB_ID
+    # adapters=None asks for the bare base; leaving it out asks for the released adapters
+    adapters = overrides.pop("adapters") if "adapters" in overrides else official_adapters()
+    return Tier("llama-3.1-8b", base, adapters, **{"dtype": "bfloat16", **overrides})
+
+
+TIERS: dict[str, Callable[..., Tier]] = {
+    "tiny": _tiny_tier,
+    "smollm2-135m": _smollm2_tier,
+    "llama-3.1-8b": _llama_tier,
+}
+
+
+def get_tier(name: str, **overrides) -> Tier:
+    """The tier `name` with its paths resolved; keyword overrides replace any Tier field."""
+    if name not in TIERS:
+        raise ValueError(f"unknown tier {name!r}; known tiers: {', '.join(TIERS)}")
+    allowed = {f.name for f in fields(Tier)} - {"name"}
+    unknown = sorted(set(overrides) - allowed)
+    if unknown:
+        raise TypeError(f"unknown tier setting(s) {unknown}; settable: {sorted(allowed)}")
+    return TIERS[name](**overrides)
+
+
+def position_scheme_of(base: str | Path) -> str:
+    """The position scheme recorded beside a base model's weights; "standard" when none is."""
+    return tier_info(base).get("position_scheme", "standard")
+
+
+# ---------------------------------------------------------------- loading
+
+def load_base(tier: Tier, device: str = "cpu", dtype=None):
+    """(model, tokenizer) of the tier's base model, in eval mode."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    source, local = _model_source(tier.base)
+    offline = {"local_files_only": True} if local else {}
+    model = AutoModelForCausalLM.from_pretrained(
+        source, dtype=torch_dtype(dtype or tier.dtype), **offline, **_placement(device)
+    )
+    tokenizer = AutoTokenizer.from_pretrained(source, **offline)
+    if tokenizer.pad_token is None:  # LLaMA 3.1 has none; batching needs one (the official code pads with eos)
+        tokenizer.pad_token = tokenizer.eos_token
+    return model.eval(), tokenizer
+
+
+def torch_dtype(dtype):
+    """A torch dtype from its name ("bfloat16") or itself."""
+    import torch
+
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    resolved = getattr(torch, str(dtype).removeprefix("torch."), None)
+    if not isinstance(resolved, torch.dtype):
+        raise ValueError(f"unknown dtype {dtype!r}; use a torch dtype name such as 'float32' or 'bfloat16'")
+    return resolved
+
+
+def _model_source(base: str | Path) -> tuple[str, bool]:
+    """(what from_pretrained gets, whether it is a local folder); a missing local path is an error."""
+    path = Path(base).expanduser()
+    if path.exists():
+        return str(path), True
+    if isinstance(base, Path) or str(base).startswith(("/", ".", "~")) or str(base).count("/") > 1:
+        raise FileNotFoundError(f"base model folder {path} does not exist")
+    return str(base), False  # a hub id such as meta-llama/Llama-3.1-8B
+
+
+def _placement(device) -> dict:
+    """from_pretrained arguments that put the weights on `device` as they load (no CPU copy of an 8B model)."""
+    if device is None or str(device) == "cpu":
+        return {}
+    return {"device_map": "auto" if str(device) == "auto" else {"": str(device)}}
+
+
+def load_adapters(model, adapter_root: str | Path, ops: Iterable[str] | None = None,
+                  kinds: Iterable[str] = KINDS, trainable: bool = False):
+    """Load adapters under `adapter_root` into `model` by name; returns the PeftModel.
+
+    ops=None loads every adapter present. Explicit ops must all be present, for every
+    kind that has them (an aligner op list has no reflection or left_mask).
+    Adapters already loaded under the same name are kept as they are.
+    """
+    root = adapter_layout_root(adapter_root) or Path(adapter_root)
+    found = _adapter_folders(root, tuple(kinds), None if ops is None else tuple(ops))
+    if not found:
+        raise FileNotFoundError(
+            f"no CAEF adapters under {root}: expected executors/<op>/ or aligners/<op>/ folders "
+            f"holding {ADAPTER_CONFIG}"
+        )
+    for name, folder in found:
+        model = _attach_adapter(model, name, folder, trainable)
+    return model
+
+
+def _adapter_folders(root: Path, kinds: tuple[str, ...], ops: tuple[str, ...] | None) -> list[tuple[str, Path]]:
+    """(adapter name, folder) for each adapter to load; FileNotFoundError for a requested one that is missing."""
+    unknown = [op for op in ops or () if op not in EXECUTOR_OPS]
+    if unknown:
+        raise ValueError(f"unknown op(s) {unknown}; ops are: {', '.join(EXECUTOR_OPS)}")
+    found = []
+    for kind in kinds:
+        _check_kind(kind)
+        for op in KIND_OPS[kind] if ops is None else [op for op in ops if op in KIND_OPS[kind]]:
+            folder = adapter_dir(root, kind, op)
+            if folder is not None:
+                found.append((adapter_name(kind, op), folder))
+            elif ops is not None:
+                tried = ", ".join(str(root / kind / n) for n in official_folder_names(op))
+                raise FileNotFoundError(f"requested adapter {adapter_name(kind, op)} not found; looked in: {tried}")
+    return found
+
+
+def _attach_adapter(model, name: str, folder: Path, trainable: bool):
+    from peft import PeftModel
+
+    if not isinstance(model, PeftModel):  # the first adapter wraps the base model
+        return PeftModel.from_pretrained(model, str(folder), adapter_name=name, is_trainable=trainable)
+    if name not in model.peft_config:
+        model.load_adapter(str(folder), adapter_name=name, is_trainable=trainable)
+    return model
+
+
+def loaded_adapters(model) -> tuple[str, ...]:
+    return tuple(getattr(model, "peft_config", {}) or {})
+
+
+def use_adapter(model, name: str, trainable: bool = False) -> None:
+    """Make `name` the active adapter (frozen unless `trainable`)."""
+    _require_loaded(model, name)
+    model.set_adapter(name, inference_mode=not trainable)
+
+
+def _require_loaded(model, name: str) -> None:
+    names = loaded_adapters(model)
+    if name not in names:
+        raise ValueError(f"no adapter named {name!r} is loaded; loaded: {', '.join(names) or 'none'}")
+
+
+def save_adapter(model, name: str, folder: str | Path) -> Path:
+    """Save one loaded adapter as a standalone peft folder (the layout's executors/<op>/ etc.)."""
+    _require_loaded(model, name)
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder.parent) as scratch:
+        # peft writes a non-"default" adapter into <dir>/<name>/; take its files from there
+        model.save_pretrained(scratch, selected_adapters=[name])
+        written = Path(scratch) / name if name != "default" else Path(scratch)
+        folder.mkdir(exist_ok=True)
+        for file in written.iterdir():
+            if file.is_file():
+                shutil.move(str(file), folder / file.name)
+    return folder
+
+
+def load(tier: str | Tier, ops: Iterable[str] | None = None, device: str = "cpu", **overrides) -> LoadedTier:
+    """A tier's base model, tokenizer and adapters, ready to switch adapters by name."""
+    tier = tier if isinstance(tier, Tier) else get_tier(tier, **overrides)
+    model, tokenizer = load_base(tier, device)
+    if tier.adapters is None:
+        return LoadedTier(model, tokenizer, tier, ())
+    try:
+        model = load_adapters(model, tier.adapters, ops)
+    except FileNotFoundError as error:
+        if tier.name == "tiny":
+            raise FileNotFoundError(f"{error}; {TRAIN_TINY_HINT}") from error
+        raise
+    return LoadedTier(model, tokenizer, tier, loaded_adapters(model))
+
+
+__all__ = [
+    "KINDS", "LLAMA_HUB_ID", "TIERS", "LoadedTier", "Tier",
+    "adapter_dir", "adapter_name", "aligner_name", "executor_name", "get_tier", "load",
+    "load_adapters", "load_base", "loaded_adapters", "position_scheme_of", "save_adapter",
+    "torch_dtype", "use_adapter",
+]

@@ -1,0 +1,139 @@
+"""One training run: AdamW on the trainable parameters, resumable, with a loss curve.
+
+The run directory holds `checkpoint/` (trainable weights, optimizer, step and
+random states), `loss.jsonl` (one line per logged step) and `loss.png`. A run
+that finds a checkpoint continues from it; batches are a function of the step,
+so the continued run is the run that was interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+
+@dataclass
+class RunResult:
+    steps: int
+    tokens: int
+    seconds: float
+    final_loss: float | None
+    stopped_early: bool  # the time budget ran out before `steps`
+
+
+def _trainable(model) -> dict:
+    return {name: p for name, p in model.named_parameters() if p.requires_grad}
+
+
+def _save_checkpoint(folder: Path, model, optimizer, state: dict) -> None:
+    import torch
+    from safetensors.torch import save_file
+
+    tmp = folder.with_name(folder.name + ".tmp")
+    tmp.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.detach().contiguous() for k, v in _trainable(model).items()}, str(tmp / "trainable.safetensors"))
+    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+    (tmp / "state.json").write_text(json.dumps(state))
+    # Replace the old checkpoint only once the new one is complete: a kill mid-save loses nothing.
+    if folder.exists():
+        old = folder.with_name(folder.name + ".old")
+        folder.rename(old)
+        tmp.rename(folder)
+        for f in old.iterdir():
+            f.unlink()
+        old.rmdir()
+    else:
+        tmp.rename(folder)
+
+
+def _load_checkpoint(folder: Path, model, optimizer) -> dict:
+    import torch
+    from safetensors.torch import load_file
+
+    weights = load_file(str(folder / "trainable.safetensors"))
+    params = _trainable(model)
+    with torch.no_grad():
+        for name, value in weights.items():
+            params[name].copy_(value)
+    optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=True))
+    return json.loads((folder / "state.json").read_text())
+
+
+def plot_losses(log_path: Path, png_path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
+    if not rows:
+        return
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot([r["step"] for r in rows], [r["loss"] for r in rows])
+    ax.set_yscale("log")
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss (completion tokens)")
+    ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(png_path, dpi=100)
+    plt.close(fig)
+
+
+def train(model, make_batch: Callable[[int], dict], run_dir: str | Path, *, steps: int, lr: float,
+          weight_decay: float = 0.0, warmup: int = 0, clip: float = 1.0, log_every: int = 10,
+          checkpoint_every: int = 200, time_budget_s: float | None = None, title: str = "",
+          progress: bool = True) -> RunResult:
+    """Train `model`'s parameters that require grad on batches make_batch(step) for `steps` steps."""
+    import torch
+    from tqdm import tqdm
+
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    checkpoint, log_path = run_dir / "checkpoint", run_dir / "loss.jsonl"
+    params = list(_trainable(model).values())
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0)
+    state = {"step": 0, "tokens": 0, "seconds": 0.0, "loss": None}
+    if (checkpoint / "state.json").exists():
+        state = _load_checkpoint(checkpoint, model, optimizer)
+        schedule.last_epoch = state["step"] - 1
+    model.train()
+    started, window = time.perf_counter() - state["seconds"], []
+    bar = tqdm(total=steps, initial=state["step"], desc=title or "train", unit="step", disable=not progress)
+    stopped_early = False
+    while state["step"] < steps:
+        if time_budget_s is not None and time.perf_counter() - started > time_budget_s:
+            stopped_early = True
+            break
+        batch = make_batch(state["step"])
+        loss = model(**batch).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, clip)
+        optimizer.step()
+        schedule.step()
+        optimizer.zero_grad(set_to_none=True)
+        state["step"] += 1
+        state["tokens"] += int(batch["attention_mask"].sum())
+        window.append(loss.item())
+        if state["step"] % log_every == 0 or state["step"] == steps:
+            state["loss"] = sum(window) / len(window)
+            state["seconds"] = time.perf_counter() - started
+            with log_path.open("a") as log:
+                log.write(json.dumps({"step": state["step"], "loss": state["loss"], "tokens": state["tokens"],
+                                      "seconds": round(state["seconds"], 1)}) + "\n")
+            bar.set_postfix(loss=f"{state['loss']:.4f}")
+            window = []
+        if state["step"] % checkpoint_every == 0:
+            state["seconds"] = time.perf_counter() - started
+            _save_checkpoint(checkpoint, model, optimizer, state)
+        bar.update(1)
+    bar.close()
+    state["seconds"] = time.perf_counter() - started
+    _save_checkpoint(checkpoint, model, optimizer, state)
+    if log_path.exists():
+        plot_losses(log_path, run_dir / "loss.png", title)
+    model.eval()
+    return RunResult(state["step"], state["tokens"], state["seconds"], state["loss"], stopped_early)

@@ -1,0 +1,36 @@
+"""Training presets: the paper's recipe for LLaMA 3.1-8B, and what makes the tiny tier learn."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    lora_r: int
+    lora_alpha: int
+    lr: float
+    stage1_batch: int
+    stage2_batch: int
+    stage1_steps: int  # per adapter; the tiny tier's stage 1 is short (explanations are long prompts)
+    stage2_steps: int  # per adapter
+    base_steps: int = 0  # >0: first pre-train the base itself on the mixture of all machines
+    base_lr: float = 0.0
+    base_batch: int = 0
+    max_len: int = 100  # operand lengths 1..max_len
+    position_scheme: str = "standard"
+    target_modules: str | tuple[str, ...] = "all-linear"
+
+
+PRESETS = {
+    # Lai et al.: LoRA r=8, alpha=16 on all linear modules of the decoder, lr 5e-5,
+    # stage 1 (explanation + example) batch 8, stage 2 (bare) batch 16.
+    "llama": Preset("llama", lora_r=8, lora_alpha=16, lr=5e-5, stage1_batch=8, stage2_batch=16,
+                    stage1_steps=500, stage2_steps=2000),
+    # The tiny tier: pre-train the whole small base on all machines and aligners
+    # (with coupled positions), then give each machine its LoRA adapter.
+    "tiny": Preset("tiny", lora_r=16, lora_alpha=32, lr=1e-3, stage1_batch=4, stage2_batch=16,
+                   stage1_steps=20, stage2_steps=300, base_steps=50_000, base_lr=1e-3, base_batch=16,
+                   position_scheme="coupled"),
+}

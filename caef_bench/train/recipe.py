@@ -1,0 +1,192 @@
+"""`caef-bench train`: the base (tiny tier), then one LoRA adapter per machine and aligner.
+
+Output layout (the official release's, so every tier loads the same way):
+    OUT/base/                      tiny tier only: the pre-trained base, bf16, with its tokenizer
+    OUT/executors/<op>/            peft LoRA adapter + manifest.json + loss curves
+    OUT/aligners/<op>/
+    OUT/direct/<op>/               the LoRA-direct baseline (direct prompt -> answer)
+    OUT/.runs/                     resumable run state (checkpoints, not shipped)
+A finished adapter (one with a manifest) is skipped, so an interrupted run resumes.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from caef_bench.data.training import ALIGNED_OPS, EXECUTOR_OPS
+from caef_bench.evaluate.onestep import aligner_cases, cells_for, executor_cases, score_cases
+from caef_bench.train.presets import PRESETS, Preset
+from caef_bench.train.sources import FileSource, MachineSource
+
+KIND_FOLDERS = {"executor": "executors", "aligner": "aligners", "direct": "direct"}
+
+
+@dataclass
+class TrainRequest:
+    preset: str
+    out: Path
+    seed: int = 0
+    executors: tuple[str, ...] = EXECUTOR_OPS
+    aligners: tuple[str, ...] = ALIGNED_OPS
+    direct: tuple[str, ...] = ()
+    base: str | None = None  # a base model folder; the tiny preset builds and pre-trains its own
+    data: Path | None = None  # `caef-bench data build` output, for presets that train from files
+    overrides: dict = field(default_factory=dict)  # preset fields, e.g. {"stage2_steps": 10}
+    time_budget_s: float | None = None  # per training run
+    eval_per_cell: int = 50
+    progress: bool = True
+    tiny_shape: object = None  # a TinyShape for the tiny base (default: TinyShape())
+
+    @property
+    def recipe(self) -> Preset:
+        return Preset(**{**asdict(PRESETS[self.preset]), **self.overrides})
+
+
+def _device() -> str:
+    import torch
+
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+
+
+def _write_manifest(folder: Path, manifest: dict) -> None:
+    (folder / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+
+
+def _batches(source, size: int, codec, device):
+    from caef_bench.train.batches import collate
+
+    def make(step: int) -> dict:
+        return {k: v.to(device) for k, v in collate(source.batch(step, size), codec).items()}
+
+    return make
+
+
+def one_step_accuracy(model, codec, kind: str, op: str, per_cell: int, seed: int) -> dict:
+    """Exact match of single transitions (or aligner conversions) per test cell."""
+    from caef_bench.models.decoding import greedy_texts
+
+    cases_for = executor_cases if kind == "executor" else aligner_cases
+    generate = lambda prompts, limits: greedy_texts(model, codec, prompts, limits)  # noqa: E731
+    count = lambda text: len(codec.completion_ids(text))  # noqa: E731
+    results = {}
+    for cell in cells_for(op):
+        scored = score_cases(generate, cases_for(op, cell, per_cell, seed), count)
+        results[cell] = {k: scored[k] for k in ("n", "correct", "accuracy", "ci_low", "ci_high")}
+    return results
+
+
+def _source(request: TrainRequest, kind: str, op: str, stage: int):
+    recipe = request.recipe
+    if request.data is not None:
+        name = f"{kind}_{op}.stage1.jsonl" if stage == 1 else f"{kind}_{op}.jsonl"
+        path = request.data / name
+        return FileSource([path], request.seed) if path.exists() else None
+    if stage == 1 and kind != "executor":
+        return None  # explanations exist for the machines only
+    return MachineSource([(kind, op)], recipe.max_len, request.seed + stage, stage=stage)
+
+
+def _base(request: TrainRequest, command: str):
+    """The model the adapters sit on: the given base, or the tiny tier's own (built and pre-trained)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from caef_bench.models.codec import codec_for
+    from caef_bench.models.tiny import TinyShape, build_tiny_base, save_tiny_base, shape_of, tier_info
+
+    recipe = request.recipe
+    if request.base:
+        model = AutoModelForCausalLM.from_pretrained(request.base, torch_dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(request.base)
+        return model, codec_for(tokenizer, tier_info(request.base)["position_scheme"])
+    folder = request.out / "base"
+    if (folder / "manifest.json").exists():
+        model = AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32)
+        return model, codec_for(AutoTokenizer.from_pretrained(folder), recipe.position_scheme)
+    from caef_bench.models.codec import CaefCodec
+    from caef_bench.train.loop import train
+
+    model = build_tiny_base(request.tiny_shape or TinyShape(), seed=request.seed)
+    codec = CaefCodec(recipe.position_scheme)
+    adapters = [("executor", op) for op in EXECUTOR_OPS] + [("aligner", op) for op in ALIGNED_OPS]
+    source = MachineSource(adapters, recipe.max_len, request.seed)
+    runs = request.out / ".runs" / "base"
+    result = train(model, _batches(source, recipe.base_batch, codec, "cpu"), runs, steps=recipe.base_steps,
+                   lr=recipe.base_lr, warmup=100, time_budget_s=request.time_budget_s, title="tiny base: all machines",
+                   progress=request.progress)
+    save_tiny_base(model, folder, recipe.position_scheme, {"shape": shape_of(model)})
+    for name in ("loss.jsonl", "loss.png"):
+        if (runs / name).exists():
+            shutil.copy(runs / name, folder / name)
+    _write_manifest(folder, {
+        "what": "tiny base pre-trained on transitions of all nine machines and all aligners (mixture), full parameters",
+        "command": command, "seed": request.seed, "data": source.fingerprint, "steps": result.steps,
+        "tokens": result.tokens, "wall_time_s": round(result.seconds, 1), "device": _device(),
+        "final_loss": result.final_loss, "complete": not result.stopped_early, "preset": asdict(recipe),
+    })
+    return model, codec
+
+
+def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, command: str) -> dict:
+    """Stage 1 then stage 2 LoRA training of one adapter on the frozen base; returns its manifest."""
+    from peft import LoraConfig, get_peft_model
+
+    from caef_bench.train.loop import train
+
+    recipe = request.recipe
+    folder = request.out / KIND_FOLDERS[kind] / op
+    config = LoraConfig(r=recipe.lora_r, lora_alpha=recipe.lora_alpha, target_modules=recipe.target_modules,
+                        lora_dropout=0.0, task_type="CAUSAL_LM")
+    peft_model = get_peft_model(model, config)
+    stages, fingerprints = {}, []
+    for stage, steps, batch in ((1, recipe.stage1_steps, recipe.stage1_batch), (2, recipe.stage2_steps, recipe.stage2_batch)):
+        source = _source(request, kind, op, stage)
+        if source is None or steps == 0:
+            continue
+        runs = request.out / ".runs" / f"{kind}_{op}" / f"stage{stage}"
+        result = train(peft_model, _batches(source, batch, codec, "cpu"), runs, steps=steps, lr=recipe.lr,
+                       time_budget_s=request.time_budget_s, title=f"{kind} {op} stage {stage}", progress=request.progress)
+        stages[f"stage{stage}"] = {"steps": result.steps, "tokens": result.tokens, "batch": batch,
+                                   "wall_time_s": round(result.seconds, 1), "final_loss": result.final_loss,
+                                   "complete": not result.stopped_early}
+        fingerprints.append(source.fingerprint)
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in ("loss.jsonl", "loss.png"):
+            if (runs / name).exists():
+                shutil.copy(runs / name, folder / f"stage{stage}_{name}")
+    peft_model.eval()
+    accuracy = one_step_accuracy(peft_model, codec, kind, op, request.eval_per_cell, request.seed) if kind != "direct" else None
+    folder.mkdir(parents=True, exist_ok=True)
+    peft_model.save_pretrained(folder)
+    manifest = {"adapter": f"{kind}_{op}", "command": command, "seed": request.seed, "data": fingerprints,
+                "stages": stages, "wall_time_s": round(sum(s["wall_time_s"] for s in stages.values()), 1),
+                "device": _device(), "one_step_accuracy": accuracy, "preset": asdict(recipe)}
+    _write_manifest(folder, manifest)
+    peft_model.unload()  # take the LoRA layers out: the next adapter starts from the same base
+    return manifest
+
+
+def run_training(request: TrainRequest) -> dict:
+    import torch
+
+    torch.manual_seed(request.seed)
+    command = " ".join(["caef-bench", *sys.argv[1:]]) if sys.argv and sys.argv[0].endswith(("caef-bench", "__main__.py")) else "caef_bench.train.recipe.run_training"
+    started = time.perf_counter()
+    model, codec = _base(request, command)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    manifests = {}
+    for kind, ops in (("executor", request.executors), ("aligner", request.aligners), ("direct", request.direct)):
+        for op in ops:
+            folder = request.out / KIND_FOLDERS[kind] / op
+            if (folder / "manifest.json").exists():
+                manifests[f"{kind}_{op}"] = json.loads((folder / "manifest.json").read_text())
+                continue
+            manifests[f"{kind}_{op}"] = train_adapter(model, codec, request, kind, op, command)
+    return {"seconds": round(time.perf_counter() - started, 1), "adapters": manifests}

@@ -1,0 +1,84 @@
+"""Where training samples come from: a JSONL file set, or a stream drawn from the machines.
+
+Both give batch k as a pure function of (seed, k), so a resumed run sees the
+same batches it would have seen without the interruption.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from pathlib import Path
+
+from caef_bench.data.direct import direct_prompt
+from caef_bench.data.explanations import stage1_preamble
+from caef_bench.data.testsets import named_rng, render_expr, solve
+from caef_bench.data.training import classes, draw_operands
+from caef_bench.machines import OPERATIONS, run
+
+
+def adapter_name(kind: str, op: str) -> str:
+    """The adapter a sample trains: executor_<op>, aligner_<op> or direct_<op>."""
+    return f"{kind}_{op}"
+
+
+class FileSource:
+    """Samples from JSONL files (as written by `caef-bench data build`), drawn with replacement."""
+
+    def __init__(self, paths: list[str | Path], seed: int):
+        self.samples = [json.loads(line) for path in paths for line in Path(path).read_text(encoding="utf-8").splitlines()]
+        if not self.samples:
+            raise ValueError(f"no samples in {', '.join(map(str, paths))}")
+        self.seed = seed
+        digest = hashlib.sha256()
+        for path in sorted(map(str, paths)):
+            digest.update(Path(path).read_bytes())
+        self.fingerprint = f"files:{digest.hexdigest()[:16]}"
+
+    def batch(self, step: int, size: int) -> list[dict]:
+        rng = named_rng(self.seed, f"batch/{step}")
+        return [self.samples[rng.randrange(len(self.samples))] for _ in range(size)]
+
+
+class MachineSource:
+    """Transitions drawn from the machines on the fly: unlimited, never stored.
+
+    Each sample picks an (op, kind) from `adapters`, an equivalence class of
+    operand lengths up to `max_len` (the protocol's classes), operands, and for
+    executors one transition (first and last ones get extra weight, as in the
+    protocol's sampling). Stage 1 prefixes the machine's explanation.
+    """
+
+    def __init__(self, adapters: list[tuple[str, str]], max_len: int, seed: int, stage: int = 2,
+                 edge_weight: float = 0.25, excluded: frozenset[str] = frozenset()):
+        self.adapters, self.max_len, self.seed, self.stage = adapters, max_len, seed, stage
+        self.edge_weight, self.excluded = edge_weight, excluded
+        self.classes = {op: classes(op, max_len) for _, op in adapters}
+        self.fingerprint = f"machines:{adapters}:{max_len}:{stage}:{edge_weight}"
+
+    def batch(self, step: int, size: int) -> list[dict]:
+        rng = named_rng(self.seed, f"batch/{step}")
+        return [self.sample(rng) for _ in range(size)]
+
+    def sample(self, rng: random.Random) -> dict:
+        kind, op = self.adapters[rng.randrange(len(self.adapters))]
+        while True:
+            a, b = draw_operands(op, rng.choice(self.classes[op]), rng, equal=op == "eq" and rng.random() < 0.25)
+            if OPERATIONS[op].symbol is None or render_expr(op, a, b) not in self.excluded:
+                break
+        machine_run = run(op, a, b) if kind != "direct" else None
+        meta = {"adapter": adapter_name(kind, op), "op": op, "a": str(a), "b": None if b is None else str(b)}
+        if kind == "direct":
+            return {"prompt": direct_prompt(render_expr(op, a, b), op), "completion": solve(op, a, b), "meta": meta}
+        if kind == "aligner":
+            if rng.random() < 0.5:
+                return {"prompt": render_expr(op, a, b), "completion": machine_run.start_text(), "meta": meta}
+            return {"prompt": machine_run.text(-1), "completion": render_expr(op, a, b) + solve(op, a, b), "meta": meta}
+        last = len(machine_run) - 1
+        roll = rng.random()
+        step = 0 if roll < self.edge_weight / 2 else last if roll < self.edge_weight else rng.randint(0, last)
+        source, target = machine_run.transition(step)
+        if self.stage == 1:
+            source = stage1_preamble(OPERATIONS[op].machine) + source
+        return {"prompt": source, "completion": target, "meta": {**meta, "step": step}}

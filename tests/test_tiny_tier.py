@@ -1,0 +1,143 @@
+"""The tiny tier: tokenizer round trips, coupled positions, decoding, and training that learns and resumes."""
+
+import json
+
+import pytest
+import torch
+
+from caef_bench.machines import trace
+from caef_bench.models.codec import CaefCodec, codec_for
+from caef_bench.models.decoding import greedy_texts
+from caef_bench.models.positions import FIELD_STRIDE, position_ids
+from caef_bench.models.tiny import TinyShape, build_tiny_base, save_tiny_base
+from caef_bench.models.tokenizer import VOCAB, build_hf_tokenizer, decode, encode, tokens
+from caef_bench.train.batches import IGNORE, collate
+from caef_bench.train.loop import train
+from conftest import caef_format_examples
+
+MICRO = TinyShape(hidden=32, layers=2, heads=2, ffn=64, max_positions=8192)
+
+
+def _example_texts():
+    texts = []
+    for path in sorted(caef_format_examples().glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            for pair in record.get("seq", []):
+                texts.extend(pair)
+            texts.extend(record[k] for k in ("expr", "tm", "halt", "text") if k in record)
+    return texts
+
+
+def test_tokenizer_round_trips_every_example_text_in_both_implementations():
+    hf = build_hf_tokenizer()
+    texts = _example_texts()
+    assert len(texts) > 300
+    for text in texts:
+        ids = encode(text)
+        assert decode(ids) == text
+        assert hf(text, add_special_tokens=False)["input_ids"] == ids
+        assert hf.decode(ids) == text
+
+
+def test_format_units_are_single_tokens():
+    assert tokens(encode("|7[HEAD1]No command to execute. Halt state.LEFT_MASK qH")) == [
+        "|7", "[HEAD1]", "No command to execute. Halt state.", "LEFT_MASK", " ", "qH"]
+    source, _ = trace("add", 10**99, 1)[50]
+    assert len(encode(source)) < len(source) / 1.6  # digit cells are one token, not two characters
+
+
+def test_characters_outside_the_vocabulary_are_refused():
+    with pytest.raises(ValueError, match="outside"):
+        encode("45+67=é")
+
+
+def test_coupled_positions_align_the_output_tape_with_the_input_tape():
+    source, target = trace("add", 4531, 1504)[2]
+    codec = CaefCodec("coupled")
+    ids = codec.prompt_ids(source) + codec.completion_ids(target)
+    positions = position_ids(ids, "coupled")
+    names = tokens(ids)
+    sep = names.index("<sep>")
+    # The k-th digit cell of tape 1 has the same position id in the prompt and the completion.
+    def tape1_cells(start, end):
+        field = [p for n, p in zip(names[start:end], positions[start:end]) if n.startswith("|")]
+        return field[:4]
+    assert tape1_cells(0, sep) == tape1_cells(sep, len(ids))
+    assert positions[sep] == 0 and max(positions) < 40 * FIELD_STRIDE
+    assert position_ids(ids, "standard") == list(range(len(ids)))
+
+
+def test_cached_batched_greedy_equals_full_recomputation():
+    torch.manual_seed(0)
+    model = build_tiny_base(MICRO, seed=1).eval()
+    codec = CaefCodec("coupled")
+    prompts = [trace("add", 45, 67)[1][0], trace("gt", 7, 70)[0][0], "45+67="]
+    cached = greedy_texts(model, codec, prompts, 12, batch_size=3)
+    for prompt, text in zip(prompts, cached):
+        ids = codec.prompt_ids(prompt)
+        out = []
+        for _ in range(12):
+            full = ids + out
+            logits = model(input_ids=torch.tensor([full]), position_ids=torch.tensor([position_ids(full, "coupled")])).logits
+            token = int(logits[0, -1].argmax())
+            if token == codec.eos_id:
+                break
+            out.append(token)
+        assert text == codec.decode(out)
+
+
+def test_loss_is_on_the_completion_only():
+    codec = CaefCodec("coupled")
+    batch = collate([{"prompt": "45+67=", "completion": "112"}], codec)
+    labels = batch["labels"][0].tolist()
+    assert labels.count(IGNORE) == len(codec.prompt_ids("45+67="))
+    assert [t for t in labels if t != IGNORE] == codec.completion_ids("112")
+
+
+def _batches(seed=0):
+    codec = CaefCodec("coupled")
+    samples = [{"prompt": s, "completion": t} for s, t in trace("add", 45, 67)]
+
+    def make(step):
+        return collate(samples, codec)
+
+    return make
+
+
+def test_a_few_training_steps_lower_the_loss(tmp_path):
+    model = build_tiny_base(MICRO, seed=0)
+    make = _batches()
+    before = model(**make(0)).loss.item()
+    result = train(model, make, tmp_path, steps=30, lr=3e-3, log_every=5, progress=False)
+    after = model(**make(0)).loss.item()
+    assert after < before * 0.7
+    assert result.steps == 30 and (tmp_path / "loss.png").exists()
+    assert len((tmp_path / "loss.jsonl").read_text().splitlines()) == 6
+
+
+def test_an_interrupted_run_resumes_where_it_stopped(tmp_path):
+    make = _batches()
+    straight = build_tiny_base(MICRO, seed=0)
+    train(straight, make, tmp_path / "straight", steps=12, lr=3e-3, progress=False)
+    resumed = build_tiny_base(MICRO, seed=0)
+    train(resumed, make, tmp_path / "resumed", steps=7, lr=3e-3, progress=False)  # "killed" after 7 steps
+    again = build_tiny_base(MICRO, seed=0)  # a new process: weights come back from the checkpoint
+    result = train(again, make, tmp_path / "resumed", steps=12, lr=3e-3, progress=False)
+    assert result.steps == 12
+    for (name, a), (_, b) in zip(straight.named_parameters(), again.named_parameters()):
+        assert torch.allclose(a, b, atol=1e-5), name
+
+
+def test_saved_tiny_base_reloads_with_its_tokenizer_and_scheme(tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = build_tiny_base(MICRO, seed=0).eval()
+    save_tiny_base(model, tmp_path, "coupled")
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path, torch_dtype=torch.float32).eval()
+    codec = codec_for(AutoTokenizer.from_pretrained(tmp_path), "coupled")
+    assert isinstance(codec, CaefCodec) and len(VOCAB) == loaded.config.vocab_size
+    batch = collate([{"prompt": "1+2=", "completion": "3"}], codec)
+    # bf16 storage: the reloaded model agrees with the bf16-rounded original.
+    reference = build_tiny_base(MICRO, seed=0).to(torch.bfloat16).to(torch.float32).eval()
+    assert torch.allclose(loaded(**batch).logits, reference(**batch).logits, atol=1e-4)

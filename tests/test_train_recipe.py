@@ -1,0 +1,46 @@
+"""`caef-bench train` end to end on a micro tiny base: layout, manifests, frozen base, resume."""
+
+import json
+
+import torch
+
+from caef_bench.models.tiny import TinyShape
+from caef_bench.train.recipe import TrainRequest, run_training
+
+MICRO = TinyShape(hidden=32, layers=2, heads=2, ffn=64, max_positions=8192)
+
+
+def _request(out, **choices):
+    adapters = {"executors": ("add", "gt"), "aligners": ("add",), "direct": ("eq",), **choices}
+    return TrainRequest(preset="tiny", out=out, overrides={"base_steps": 6, "stage1_steps": 2, "stage2_steps": 3,
+                                                           "max_len": 6},
+                        eval_per_cell=1, progress=False, tiny_shape=MICRO, **adapters)
+
+
+def test_tiny_recipe_writes_the_official_layout_with_manifests(tmp_path):
+    summary = run_training(_request(tmp_path))
+    assert set(summary["adapters"]) == {"executor_add", "executor_gt", "aligner_add", "direct_eq"}
+    for folder in ("executors/add", "executors/gt", "aligners/add", "direct/eq"):
+        assert (tmp_path / folder / "adapter_model.safetensors").exists()
+        manifest = json.loads((tmp_path / folder / "manifest.json").read_text())
+        assert {"command", "seed", "data", "stages", "wall_time_s", "device", "one_step_accuracy"} <= set(manifest)
+    executor = json.loads((tmp_path / "executors/add/manifest.json").read_text())
+    assert set(executor["stages"]) == {"stage1", "stage2"}
+    assert set(executor["one_step_accuracy"]) == {"add_5", "add_10", "add_50", "add_100"}
+    assert (tmp_path / "executors/add/stage2_loss.png").exists()
+    base = json.loads((tmp_path / "base/manifest.json").read_text())
+    assert base["steps"] == 6 and "mixture" in base["what"]
+    assert json.loads((tmp_path / "base/caef_tier.json").read_text())["position_scheme"] == "coupled"
+
+
+def test_adapters_leave_the_base_untouched_and_finished_ones_are_skipped(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    run_training(_request(tmp_path, executors=("add",), aligners=(), direct=()))
+    base_before = AutoModelForCausalLM.from_pretrained(tmp_path / "base").state_dict()
+    manifest_before = (tmp_path / "executors/add/manifest.json").read_text()
+    summary = run_training(_request(tmp_path, executors=("add", "lt"), aligners=(), direct=()))
+    assert (tmp_path / "executors/add/manifest.json").read_text() == manifest_before  # not retrained
+    assert (tmp_path / "executors/lt/manifest.json").exists() and "executor_lt" in summary["adapters"]
+    base_after = AutoModelForCausalLM.from_pretrained(tmp_path / "base").state_dict()
+    assert all(torch.equal(base_before[k], base_after[k]) for k in base_before)

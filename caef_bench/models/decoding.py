@@ -76,3 +76,54 @@ def greedy_texts(model, codec, prompts: list[str], max_new_tokens: int | list[in
         for row, ids in zip(rows, completions):
             texts[row] = codec.decode(ids)
     return texts
+
+
+def speculative_greedy(model, codec, prompt: list[int], draft: list[int], max_new_tokens: int) -> tuple[list[int], int]:
+    """The model's greedy completion of one prompt, verified against a draft; returns (ids, forward passes).
+
+    Each forward pass feeds the tokens not yet in the cache plus a proposal; the
+    model's own argmax at every proposed position decides, so the result is
+    exactly the greedy output whatever the draft: a perfect draft costs one pass
+    per step, a useless one about one pass per token, as plain decoding. After a
+    mismatch the rest of the draft is proposed again, shifted past the corrected
+    token, so a step that differs from the draft in one digit costs two passes.
+    """
+    import copy
+
+    import torch
+
+    counter = _counter(codec.scheme)
+    pending = list(prompt)  # tokens the cache has not seen yet
+    pending_positions = [counter.next(t) for t in prompt]
+    proposal = list(draft) + [codec.eos_id]
+    out: list[int] = []
+    cache, passes = None, 0
+    with torch.no_grad():
+        while len(out) < max_new_tokens:
+            proposal = proposal[: max_new_tokens - len(out)]
+            trial = copy.copy(counter)
+            proposal_positions = [trial.next(t) for t in proposal]
+            result = model(input_ids=torch.tensor([pending + proposal]),
+                           position_ids=torch.tensor([pending_positions + proposal_positions]),
+                           past_key_values=cache, use_cache=True)
+            passes += 1
+            # chosen[j]: the model's token after the pending tokens and proposal[:j]
+            chosen = result.logits[0, len(pending) - 1:].argmax(-1).tolist()
+            accepted = 0
+            while accepted < len(proposal) and chosen[accepted] == proposal[accepted]:
+                accepted += 1
+            cache = result.past_key_values
+            if len(proposal) > accepted:  # forget the rejected part of the proposal
+                cache.crop(accepted - len(proposal))
+            for token in proposal[:accepted]:
+                counter.next(token)
+            for token in proposal[:accepted] + [chosen[accepted]]:
+                if token == codec.eos_id:
+                    return out, passes
+                out.append(token)
+                if len(out) >= max_new_tokens:
+                    return out, passes
+            corrected = chosen[accepted]  # not in the cache yet: it leads the next pass
+            pending, pending_positions = [corrected], [counter.next(corrected)]
+            proposal = proposal[accepted + 1:]
+    return out, passes

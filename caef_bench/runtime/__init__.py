@@ -1,0 +1,52 @@
+"""The CAEF runtime: aligner (I) -> executor loop (with a call stack for composers) -> aligner (O).
+
+    from caef_bench.runtime import Problem, solve_batch, solve_to_file
+    from caef_bench.runtime.stubs import MachineModel
+
+    records = solve_batch([Problem("p0", "45+67=")], MachineModel(), mode="traced")
+    records[0].answer, records[0].outcome      # ("112", "ok")
+
+A model is anything with ``generate(prompts, adapter) -> completions`` (see
+`StepModel`); `stubs` has an oracle made of the machines and broken models
+for tests. Records are written as JSON lines (`records`), and `solve_to_file`
+resumes an interrupted run without redoing or losing problems.
+"""
+
+from .engine import (
+    BUDGET_FACTOR,
+    BUDGET_SLACK,
+    MODES,
+    Completion,
+    Problem,
+    ReferenceStep,
+    StepModel,
+    aligner_adapter,
+    composer_view,
+    default_step_budget,
+    executor_adapter,
+    reference_step_count,
+    reference_steps,
+    solve_batch,
+    solve_to_file,
+    to_composer_view,
+)
+from .records import (
+    OUTCOMES,
+    Divergence,
+    ProblemRecord,
+    RecordWriter,
+    StepRecord,
+    load_records,
+    recorded_ids,
+    repair,
+    resume,
+)
+
+__all__ = [
+    "BUDGET_FACTOR", "BUDGET_SLACK", "MODES", "OUTCOMES",
+    "Completion", "Divergence", "Problem", "ProblemRecord", "RecordWriter", "ReferenceStep", "StepModel",
+    "StepRecord",
+    "aligner_adapter", "composer_view", "default_step_budget", "executor_adapter", "load_records",
+    "recorded_ids", "reference_step_count", "reference_steps", "repair", "resume", "solve_batch",
+    "solve_to_file", "to_composer_view",
+]

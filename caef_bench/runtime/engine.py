@@ -1,0 +1,517 @@
+"""The CAEF runtime: aligner (I) -> executor loop -> aligner (O), batched across problems.
+
+A model does one transition per call; this module does everything between the
+calls. For one problem:
+
+    "45+67="  --aligner_add-->  the start state ("ADD, q0, ...\\nCMD: ...")
+    state i   --executor_add--> state i+1, until the halt state ("ADD, qH, ...")
+    halt text --aligner_add-->  "45+67=112", whose result is scored by exact match
+
+Composers (SUB, MUL, DIV) call executors. A composer's output that issues
+"[CALL] X" also holds X's start state and command; the runtime pushes a frame
+that runs executor X from there, and when X halts it pops the frame and hands
+the halt back to the composer as the extra lines of the composer's next input
+(converted to the composer's view of that halt: see `composer_view`). The call
+stack is general, although CAEF composers only ever call executors (depth 1).
+
+Batching: every round, each unfinished problem needs exactly one model call;
+the runtime groups those calls by adapter and makes one `generate` call per
+group (chunked by `batch_size`). A thousand 100-digit additions thus take 104
+calls of 1000 prompts each, not 104,000 calls.
+
+Modes:
+- "free": the model's own outputs are fed back (the paper's setting); only
+  the final answer is scored.
+- "traced": free-running as well, and each step is also compared with the
+  machine's step (`caef_bench.machines.classify`) until the first difference,
+  which is recorded with its error class. Before that difference the runtime
+  and the machine have seen the same texts, so the comparison is exact.
+- "traced" with teacher_forcing=True: every step's input is the machine's
+  text, whatever the model answered before, so every step is compared: the
+  per-step accuracy of the paper's Table 2. The final answer is then aligner
+  (O)'s reading of the machine's halt state.
+
+Texts between steps: the runtime parses every output and renders the input
+of the next step from the parsed snapshot. For every output that parses,
+``render(parse(t)) == t``, so this is the model's own text; the only thing the
+runtime decides is the trailing newline that composer inputs carry and
+executor inputs do not (the reference format).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, replace
+from typing import Callable, Iterable, Iterator, Protocol, Sequence
+
+from caef_bench.evaluate.scoring import exact_match
+from caef_bench.machines import (
+    BY_MACHINE,
+    ComposerRun,
+    FormatError,
+    Run,
+    Snapshot,
+    classify,
+    parse,
+    parse_expression,
+    render,
+    result,
+    run,
+)
+from caef_bench.machines.display import events
+from caef_bench.machines.text import COMPOSERS
+
+from .records import Divergence, ProblemRecord, RecordWriter, StepRecord, resume
+
+MODES = ("free", "traced")
+
+# Default step budget: the machine's own number of steps, doubled, plus slack.
+# A correct model never comes near it; a model that never halts is stopped
+# after about twice the work of a correct run.
+BUDGET_FACTOR = 2
+BUDGET_SLACK = 20
+
+
+# --------------------------------------------------------------------------- the model interface
+
+
+@dataclass(frozen=True)
+class Problem:
+    id: str
+    expr: str  # the templated expression, "45+67="
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A model's answer to one prompt, when the model also counts its tokens."""
+
+    text: str
+    n_tokens: int | None = None
+
+
+class StepModel(Protocol):
+    """Anything that completes prompts with one adapter: greedy, one completion per prompt.
+
+    adapter is "executor_<op>" or "aligner_<op>", op one of add sub mul div gt
+    lt eq reflection left_mask. An aligner adapter serves both directions: an
+    expression prompt ("45+67=") asks for the start text, a halt-text prompt
+    for the expression with its result. A completion is a str, or a
+    `Completion` when the model reports how many tokens it generated.
+    """
+
+    def generate(self, prompts: list[str], adapter: str) -> Sequence[str | Completion]: ...
+
+
+def executor_adapter(machine: str) -> str:
+    """'LESS_THAN' -> 'executor_lt'."""
+    return f"executor_{BY_MACHINE[machine].name}"
+
+
+def aligner_adapter(op: str) -> str:
+    return f"aligner_{op}"
+
+
+# --------------------------------------------------------------------------- composer view of a callee's halt
+
+
+def composer_view(composer: str, halt: Snapshot, start: Snapshot) -> Snapshot:
+    """A callee's halt (in the callee's own format) as the composer's input shows it.
+
+    A pure format conversion of parsed texts: it reproduces the quirks of the
+    reference format that `caef_bench.machines.composer_view_of_halt` documents,
+    from the texts a model-driven runtime has (the callee's halt and start)
+    rather than from a machine run:
+    - SUB shows an ADD halt with the carry register "[C]0";
+    - SUB shows a LEFT_MASK halt with the output "input without its top digit",
+      zeros kept, read off the callee's *start* tape (the standalone halt
+      erases those zeros);
+    - MUL shows a LESS_THAN halt with the first (count) tape's digits reversed.
+    Every other halt is shown as the callee wrote it.
+    """
+    state = halt.state
+    callee = state.machine
+    if composer == "SUB" and callee == "ADD":
+        state = replace(state, carry="0")
+    elif composer == "SUB" and callee == "LEFT_MASK":
+        state = replace(state, output=start.state.tapes[0].digits[:-1])
+    elif composer == "MUL" and callee == "LESS_THAN":
+        count_tape = state.tapes[0]
+        state = replace(state, tapes=(replace(count_tape, digits=count_tape.digits[::-1]),) + state.tapes[1:])
+    return Snapshot(state, halt.command)
+
+
+def to_composer_view(composer: str, callee_halt_text: str, callee_start_text: str) -> str:
+    """Text form of `composer_view`: the callee's halt text as the composer's input shows it."""
+    return render(composer_view(composer, parse(callee_halt_text), parse(callee_start_text)))
+
+
+# --------------------------------------------------------------------------- the machine's steps, for tracing
+
+
+@dataclass(frozen=True)
+class ReferenceStep:
+    """One model call as a correct model makes it: what it is asked and what it answers."""
+
+    kind: str  # "align_input", "execute" or "align_output"
+    adapter: str
+    depth: int
+    input: str
+    output: str
+
+
+def reference_steps(expr: str) -> Iterator[ReferenceStep]:
+    """Every model call of a correct CAEF run on expr, in the order the runtime makes them."""
+    expression = parse_expression(expr)
+    machine_run = run(expression.op, expression.a, expression.b)
+    adapter = aligner_adapter(expression.op)
+    yield ReferenceStep("align_input", adapter, 0, expr, machine_run.start_text())
+    for event in events(machine_run):
+        yield ReferenceStep("execute", executor_adapter(event.machine), event.depth, event.input, event.output)
+    answer = str(result(expression.op, expression.a, expression.b))
+    yield ReferenceStep("align_output", adapter, 0, machine_run.text(-1), f"{expr}{answer}")
+
+
+def reference_step_count(machine_run: Run) -> int:
+    """How many model calls a correct run makes: both aligner steps and every transition, callees included."""
+
+    def transitions(r: Run) -> int:
+        inner = sum(transitions(callee) for _, callee in r.calls()) if isinstance(r, ComposerRun) else 0
+        return len(r) + inner
+
+    return 2 + transitions(machine_run)
+
+
+def default_step_budget(reference_steps: int) -> int:
+    return BUDGET_FACTOR * reference_steps + BUDGET_SLACK
+
+
+# --------------------------------------------------------------------------- one problem's execution
+
+
+class Malformed(Exception):
+    """A model output the runtime cannot continue from; the problem stops as "unparseable"."""
+
+
+@dataclass
+class Frame:
+    """One machine being executed: the text of its next input, and what its caller needs back."""
+
+    machine: str
+    input: str = ""
+    start: Snapshot | None = None  # a callee's start state, which `composer_view` reads
+    waiting: Snapshot | None = None  # a composer's state and [CALL] command while its callee runs
+
+    @property
+    def is_composer(self) -> bool:
+        return self.machine in COMPOSERS
+
+
+class _Attempt:
+    """One problem in flight: the call it needs next (adapter, prompt, depth), and what it does with the answer.
+
+    Subclasses set the pending call in `_next` and consume the answer in `accept`.
+    """
+
+    def __init__(self, problem: Problem, mode: str, started: float, keep_steps: bool):
+        self.problem, self.started, self.keep_steps = problem, started, keep_steps
+        self.record = ProblemRecord(id=problem.id, expr=problem.expr, mode=mode, truth=None)
+        self.done = False
+        self.adapter = self.prompt = ""  # the pending call
+        self.depth = 0
+
+    def accept(self, completion: Completion, seconds: float) -> None:
+        raise NotImplementedError
+
+    def _log_step(self, completion: Completion, seconds: float, error_class: str | None,
+                  expected: str | None) -> int:
+        """Record one call; returns its index among the problem's steps."""
+        index = self.record.n_steps
+        self.record.n_steps += 1
+        self.record.model_seconds += seconds
+        if self.keep_steps:
+            self.record.steps.append(StepRecord(
+                self.adapter, self.depth, self.prompt, completion.text, seconds, completion.n_tokens,
+                error_class, expected if error_class else None))
+        return index
+
+    def _score(self, final: str) -> None:
+        """Aligner (O)'s completion: the answer is what follows its last '='."""
+        record = self.record
+        record.final = final
+        record.answer = final.rpartition("=")[2].strip() if "=" in final else None
+        record.correct = exact_match(record.answer, record.truth)
+        self._finish("ok" if record.correct else "wrong_answer")
+
+    def _finish(self, outcome: str, detail: str | None = None) -> None:
+        self.record.outcome, self.record.detail = outcome, detail
+        self.record.seconds = time.perf_counter() - self.started
+        self.done = True
+
+
+class _FreeRunning(_Attempt):
+    """The model's outputs drive the execution; in traced mode each step is also checked until one differs."""
+
+    def __init__(self, problem: Problem, op: str, machine: str, reference: Iterator[ReferenceStep] | None,
+                 budget: int, **kwargs):
+        super().__init__(problem, **kwargs)
+        self.op, self.machine, self.reference, self.budget = op, machine, reference, budget
+        self.stack: list[Frame] = []
+        self.phase = "align_input"
+        self.halt_text = ""
+        self._next()
+
+    def _next(self) -> None:
+        """Set the pending call from the phase and the top of the call stack."""
+        if self.phase == "align_input":
+            self.adapter, self.prompt, self.depth = aligner_adapter(self.op), self.problem.expr, 0
+        elif self.phase == "execute":
+            frame = self.stack[-1]
+            self.adapter, self.prompt, self.depth = executor_adapter(frame.machine), frame.input, len(self.stack) - 1
+        else:
+            self.adapter, self.prompt, self.depth = aligner_adapter(self.op), self.halt_text, 0
+
+    def accept(self, completion: Completion, seconds: float) -> None:
+        text = completion.text
+        error_class, expected = self._compare(text)
+        index = self._log_step(completion, seconds, error_class, expected)
+        if error_class:
+            self.record.first_divergence = Divergence(index, self.adapter, error_class, expected, text)
+        try:
+            if self.phase == "align_output":
+                self._score(text)
+                return
+            if self.phase == "align_input":
+                # The start text is the top machine's first state: it opens the bottom frame.
+                # (A start that is already a halt state goes straight on to aligner (O).)
+                self.phase = "execute"
+                self.stack.append(Frame(self.machine))
+            self._apply(self.stack[-1], self._parse(text))
+        except Malformed as error:
+            detail = f"step {index} ({self.adapter}): {error}"
+            self._finish("unparseable", detail if self.keep_steps else f"{detail}; output {text[:500]!r}")
+            return
+        # The budget bounds the execution; once the top machine has halted, aligner (O) always runs.
+        if self.phase == "execute" and self.record.n_steps >= self.budget:
+            self._finish("no_halt", f"no halt state after {self.budget} steps (the step budget)")
+            return
+        self._next()
+
+    def _compare(self, text: str) -> tuple[str | None, str | None]:
+        """Traced mode, until the first divergence: (error class or None, the machine's output)."""
+        if self.reference is None or self.record.first_divergence is not None:
+            return None, None
+        step = next(self.reference, None)
+        if step is None or (step.adapter, step.input) != (self.adapter, self.prompt):
+            # Until a divergence the runtime sees exactly the machine's texts; anything else is a runtime bug.
+            machine_input = step.input if step else "the end of the machine's run"
+            raise RuntimeError(f"runtime input differs from the machine's at step {self.record.n_steps}: "
+                               f"{self.prompt!r} vs {machine_input!r}")
+        return _difference(step, text), step.output
+
+    @staticmethod
+    def _parse(text: str) -> Snapshot:
+        try:
+            return parse(text)
+        except FormatError as error:
+            raise Malformed(f"not CAEF format: {error}") from None
+
+    def _apply(self, frame: Frame, output: Snapshot) -> None:
+        """Act on a frame's output: continue it, call a callee, or return its halt."""
+        if output.machine != frame.machine:
+            raise Malformed(f"expected a {frame.machine} state, got {output.machine}")
+        command = output.command
+        if command is None:
+            raise Malformed("a state line without its command line")
+        if output.state.halted != command.is_halt:
+            raise Malformed(f"state {output.state.q} with {'the halt line' if command.is_halt else 'a command'}")
+        if command.is_halt:
+            if output.callee is not None:
+                raise Malformed("a halt state with callee lines")
+            self._return(Snapshot(output.state, command))
+            return
+        callee_machine = command.call
+        if callee_machine is None:
+            if output.callee is not None:
+                raise Malformed("callee lines without a [CALL]")
+            frame.input = render(Snapshot(output.state, command, None, trailing_newline=frame.is_composer))
+            return
+        callee = output.callee
+        if callee is None or callee.command is None:
+            raise Malformed(f"[CALL] {callee_machine} without the callee's start state and command")
+        if callee.machine != callee_machine:
+            raise Malformed(f"[CALL] {callee_machine} but the callee lines are {callee.machine}")
+        if callee.command.is_halt or callee.state.halted:
+            raise Malformed(f"the callee {callee.machine} starts in a halt state")
+        frame.waiting = Snapshot(output.state, command)
+        self.stack.append(Frame(callee.machine, input=render(callee), start=callee))
+
+    def _return(self, halt: Snapshot) -> None:
+        """A frame halted: hand its halt to the caller, or to aligner (O) at the top."""
+        finished = self.stack.pop()
+        if not self.stack:
+            self.halt_text = render(halt)
+            self.phase = "align_output"
+            return
+        caller = self.stack[-1]
+        view = composer_view(caller.machine, halt, finished.start)
+        caller.input = render(Snapshot(caller.waiting.state, caller.waiting.command, view, trailing_newline=True))
+        caller.waiting = None
+
+
+class _TeacherForced(_Attempt):
+    """Every input is the machine's text; every output is compared (per-step accuracy)."""
+
+    def __init__(self, problem: Problem, reference: Iterator[ReferenceStep], **kwargs):
+        super().__init__(problem, **kwargs)
+        self.steps = reference
+        self.record.n_divergent_steps = 0
+        self._next()
+
+    def _next(self) -> None:
+        self.step = next(self.steps)
+        self.adapter, self.prompt, self.depth = self.step.adapter, self.step.input, self.step.depth
+
+    def accept(self, completion: Completion, seconds: float) -> None:
+        error_class = _difference(self.step, completion.text)
+        index = self._log_step(completion, seconds, error_class, self.step.output)
+        if error_class:
+            self.record.n_divergent_steps += 1
+            if self.record.first_divergence is None:
+                self.record.first_divergence = Divergence(index, self.adapter, error_class, self.step.output,
+                                                          completion.text)
+        if self.step.kind == "align_output":
+            self._score(completion.text)
+        else:
+            self._next()
+
+
+def _difference(step: ReferenceStep, got: str) -> str | None:
+    """The error class of an output against the machine's; aligner (O) outputs are not states."""
+    if step.kind == "align_output":
+        return None if got == step.output else "wrong_result"
+    return classify(step.output, got)
+
+
+# --------------------------------------------------------------------------- the batch loop
+
+
+def solve_batch(
+    problems: Iterable[Problem],
+    model: StepModel,
+    mode: str = "free",
+    step_budget: int | None = None,
+    on_record: Callable[[ProblemRecord], None] | None = None,
+    *,
+    teacher_forcing: bool = False,
+    batch_size: int | None = None,
+    keep_steps: bool = True,
+) -> list[ProblemRecord]:
+    """Run CAEF on every problem, batching model calls across problems; records in input order.
+
+    step_budget: the most model calls per problem before its top machine
+    halts (aligner (I) included; aligner (O) always runs after a halt); by
+    default `default_step_budget` of the machine's own count, so a model that
+    never halts stops with outcome "no_halt". on_record is called with
+    each record as soon as its problem finishes (use it to write records
+    incrementally). batch_size caps the prompts of one generate call.
+    keep_steps=False leaves the step texts out of the records.
+    """
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; expected one of {MODES}")
+    if teacher_forcing and mode != "traced":
+        raise ValueError("teacher_forcing=True needs mode='traced'")
+    if batch_size is not None and batch_size < 1:
+        raise ValueError("batch_size must be at least 1")
+    problems = list(problems)
+    ids = [p.id for p in problems]
+    if len(set(ids)) != len(ids):
+        raise ValueError("problem ids must be unique (records and resume are keyed by id)")
+
+    started = time.perf_counter()
+    record_mode = "teacher_forcing" if teacher_forcing else mode
+    records: dict[str, ProblemRecord] = {}
+
+    def emit(attempt: _Attempt) -> None:
+        records[attempt.problem.id] = attempt.record
+        if on_record is not None:
+            on_record(attempt.record)
+
+    active: list[_Attempt] = []
+    for problem in problems:
+        attempt = _start(problem, record_mode, started, keep_steps, step_budget)
+        (emit if attempt.done else active.append)(attempt)
+
+    while active:
+        groups: dict[str, list[_Attempt]] = defaultdict(list)
+        for attempt in active:
+            groups[attempt.adapter].append(attempt)
+        for adapter, group in groups.items():
+            size = batch_size or len(group)
+            for chunk_start in range(0, len(group), size):
+                chunk = group[chunk_start:chunk_start + size]
+                call_started = time.perf_counter()
+                outputs = model.generate([attempt.prompt for attempt in chunk], adapter)
+                share = (time.perf_counter() - call_started) / len(chunk)
+                if len(outputs) != len(chunk):
+                    raise ValueError(f"{adapter}: the model returned {len(outputs)} completions "
+                                     f"for {len(chunk)} prompts")
+                for attempt, output in zip(chunk, outputs):
+                    try:
+                        attempt.accept(_completion(output), share)
+                    except Exception as error:  # a bug costs one problem, not the batch; its record says why
+                        attempt._finish("error", f"{type(error).__name__}: {error}")
+        still_active = []
+        for attempt in active:
+            (emit if attempt.done else still_active.append)(attempt)
+        active = still_active
+    return [records[problem.id] for problem in problems]
+
+
+def _completion(output) -> Completion:
+    if isinstance(output, Completion):
+        return output
+    if isinstance(output, str):
+        return Completion(output)
+    raise TypeError(f"a model completion must be a str or a Completion, not {type(output).__name__}")
+
+
+def _start(problem: Problem, mode: str, started: float, keep_steps: bool, step_budget: int | None) -> _Attempt:
+    """Set a problem up; one outside the machines' domain is finished at once with outcome "error"."""
+    common = dict(mode=mode, started=started, keep_steps=keep_steps)
+    try:
+        expression = parse_expression(problem.expr)
+        machine_run = run(expression.op, expression.a, expression.b)
+    except ValueError as error:
+        attempt = _Attempt(problem, **common)
+        attempt._finish("error", str(error))
+        return attempt
+    truth = str(result(expression.op, expression.a, expression.b))
+    if mode == "teacher_forcing":
+        attempt = _TeacherForced(problem, reference_steps(problem.expr), **common)
+    else:
+        budget = step_budget if step_budget is not None else default_step_budget(reference_step_count(machine_run))
+        reference = reference_steps(problem.expr) if mode == "traced" else None
+        attempt = _FreeRunning(problem, expression.op, machine_run.machine, reference, budget, **common)
+        attempt.record.step_budget = budget
+    attempt.record.truth = truth
+    return attempt
+
+
+def solve_to_file(problems: Iterable[Problem], model: StepModel, path, **options) -> list[ProblemRecord]:
+    """`solve_batch`, appending each record to a JSONL file as it finishes and skipping recorded ids.
+
+    Safe to call again after an interruption: problems already in the file are
+    not redone, a cut last line is dropped, and the rest are solved and
+    appended. Returns the records made by this call.
+    """
+    pending = resume(path, list(problems))
+    with RecordWriter(path) as writer:
+        return solve_batch(pending, model, on_record=writer.write, **options)
+
+
+__all__ = [
+    "BUDGET_FACTOR", "BUDGET_SLACK", "MODES", "Completion", "Frame", "Problem", "ReferenceStep",
+    "StepModel", "aligner_adapter", "composer_view", "default_step_budget", "executor_adapter",
+    "reference_step_count", "reference_steps", "solve_batch", "solve_to_file", "to_composer_view",
+]

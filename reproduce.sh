@@ -25,13 +25,21 @@ install() {
 }
 
 main_job() {
-    local py="$VENV/bin/python"
+    local cli="$VENV/bin/caef-bench"
     echo "== the paper's test sets regenerate byte for byte from their seed"
-    "$py" -m caef_bench.data.testsets --check
-    echo "== a machine, step by step"
-    "$VENV/bin/caef-bench" trace "89*2="
-    echo "== machine throughput (benchmark, not a test)"
-    "$py" benchmarks/bench_machines.py --seconds 2
+    "$cli" data testsets --check
+    echo "== one machine, step by step"
+    "$cli" trace "89*2="
+    if [ ! -f checkpoints/tiny/base/manifest.json ] || [ ! -d checkpoints/tiny/executors ]; then
+        echo "== training the tiny tier (long on a CPU; interrupt at will, rerunning resumes)"
+        "$cli" train --preset tiny --out checkpoints/tiny
+    fi
+    # CAEF_LIMIT=N runs the first N problems per cell (all 1000 by default).
+    local limit=()
+    [ -n "${CAEF_LIMIT:-}" ] && limit=(--limit "$CAEF_LIMIT")
+    echo "== Table 2 (components) and Table 1's CAEF rows on the tiny tier"
+    "$cli" run --suite table2 --model tiny "${limit[@]}"
+    "$cli" run --suite caef --model tiny "${limit[@]}"
 }
 
 install

@@ -114,8 +114,13 @@ def _base(request: TrainRequest, command: str):
 
     model = build_tiny_base(request.tiny_shape or TinyShape(), seed=request.seed)
     codec = CaefCodec(recipe.position_scheme)
-    adapters = [("executor", op) for op in EXECUTOR_OPS] + [("aligner", op) for op in ALIGNED_OPS]
-    source = MachineSource(adapters, recipe.max_len, request.seed)
+    if request.data is not None:  # the mixture of every executor and aligner file of the data folder
+        files = sorted(p for p in request.data.glob("*.jsonl") if p.name.startswith(("executor_", "aligner_"))
+                       and ".stage1." not in p.name)
+        source = FileSource(files, request.seed)
+    else:
+        adapters = [("executor", op) for op in EXECUTOR_OPS] + [("aligner", op) for op in ALIGNED_OPS]
+        source = MachineSource(adapters, recipe.max_len, request.seed)
     runs = request.out / ".runs" / "base"
     result = train(model, _batches(source, recipe.base_batch, codec, "cpu"), runs, steps=recipe.base_steps,
                    lr=recipe.base_lr, warmup=100, time_budget_s=request.time_budget_s, title="tiny base: all machines",

@@ -1,0 +1,79 @@
+"""The suites behind `caef-bench run`: Table 2 (components) and Table 1's CAEF rows (end to end).
+
+Every problem's record goes to a JSONL file per cell, so an interrupted run
+resumes without redoing or losing problems.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from caef_bench.data.testsets import load_cell, table1_cells
+from caef_bench.evaluate.scoring import accuracy
+from caef_bench.machines import run
+from caef_bench.runtime import Problem, aligner_adapter, solve_to_file
+from caef_bench.runtime.hf import RoutedModel
+from caef_bench.runtime.stubs import MachineModel
+
+SUITES = ("table2", "caef")
+
+
+def cell_problems(cell: str, limit: int | None) -> list[dict]:
+    problems = load_cell(cell)
+    return problems[:limit] if limit else problems
+
+
+def _summary(records) -> dict:
+    return accuracy([{"correct": r.correct} for r in records])
+
+
+def run_caef(model, cells, limit, records_dir: Path, progress=None) -> dict:
+    """End-to-end, free-running: aligner (I), the executors, aligner (O), all from the model."""
+    results = {}
+    for cell in cells:
+        problems = [Problem(p["id"], p["expr"]) for p in cell_problems(cell, limit)]
+        records = solve_to_file(problems, model, records_dir / f"caef_{cell}.jsonl", mode="traced")
+        results[cell] = {"end_to_end": _summary(records), "outcomes": _outcomes(records)}
+        if progress:
+            progress(cell, results[cell])
+    return results
+
+
+def _outcomes(records) -> dict:
+    counts: dict[str, int] = {}
+    for record in records:
+        counts[record.outcome] = counts.get(record.outcome, 0) + 1
+    return counts
+
+
+def _aligner_accuracy(model, op: str, prompts_expected: list[tuple[str, str]]) -> dict:
+    outputs = model.generate([p for p, _ in prompts_expected], aligner_adapter(op))
+    texts = [getattr(o, "text", o) for o in outputs]
+    return accuracy([{"correct": got == expected} for (_, expected), got in zip(prompts_expected, texts)])
+
+
+def run_table2(model, cells, limit, records_dir: Path, progress=None) -> dict:
+    """Per cell: executor accuracy given the correct start (the machines align; a problem counts when
+    the model's executors reach the right halt state), aligner (I) and aligner (O) exact match."""
+    oracle = MachineModel(strict=False)
+    executors_only = RoutedModel(model, {"aligner_": oracle})
+    results = {}
+    for cell in cells:
+        problems = cell_problems(cell, limit)
+        op = problems[0]["op"]
+        records = solve_to_file([Problem(p["id"], p["expr"]) for p in problems], executors_only,
+                                records_dir / f"table2_{cell}.jsonl", mode="traced")
+        runs = [run(op, int(p["a"]), int(p["b"])) for p in problems]
+        results[cell] = {
+            "executor": _summary(records),
+            "aligner (I)": _aligner_accuracy(model, op, [(p["expr"], r.start_text()) for p, r in zip(problems, runs)]),
+            "aligner (O)": _aligner_accuracy(model, op, [(r.text(-1), p["expr"] + p["answer"]) for p, r in zip(problems, runs)]),
+            "outcomes": _outcomes(records),
+        }
+        if progress:
+            progress(cell, results[cell])
+    return results
+
+
+def default_cells() -> list[str]:
+    return table1_cells()

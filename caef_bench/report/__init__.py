@@ -1,0 +1,1 @@
+"""Tables and plots: the paper's numbers beside ours."""

@@ -1,0 +1,55 @@
+"""Markdown tables of our results beside the paper's (caef_bench/protocol/paper_tables.json)."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+OP_NAMES = {"add": "Addition", "sub": "Subtraction", "gt": "Greater_than", "lt": "Less_than", "eq": "Equal",
+            "mul": "Multiplication", "div": "Division"}
+COLUMNS = ("5", "10", "50", "100", "1-10")
+
+
+def paper_tables() -> dict:
+    return json.loads(resources.files("caef_bench").joinpath("protocol/paper_tables.json").read_text())
+
+
+def _cell_column(cell: str) -> tuple[str, str]:
+    op, _, rest = cell.partition("_")
+    return op, "1-10" if rest == "1_10" else rest
+
+
+def _ours(stats: dict | None) -> str:
+    if not stats or not stats["n"]:
+        return "–"
+    return f"{100 * stats['accuracy']:.1f} [{100 * stats['ci_low']:.1f}, {100 * stats['ci_high']:.1f}] (N={stats['n']})"
+
+
+def _paper(value) -> str:
+    return "–" if value is None else f"{value:.1f}"
+
+
+def markdown_table(results: dict, metrics: list[tuple[str, str, str]], title: str, header: str) -> str:
+    """metrics: (our metric key, paper table name, paper row key) per row group."""
+    paper = paper_tables()
+    lines = [f"## {title}", "", header, "",
+             "| operator | component | " + " | ".join(COLUMNS) + " |",
+             "|---|---|" + "---|" * len(COLUMNS)]
+    by_op: dict[str, dict[str, dict]] = {}
+    for cell, result in results.items():
+        op, column = _cell_column(cell)
+        by_op.setdefault(op, {})[column] = result
+    for op, columns in by_op.items():
+        for key, table, row in metrics:
+            paper_row = paper[table].get(OP_NAMES[op], {}).get(row, {})
+            ours = [_ours(columns.get(c, {}).get(key)) if c in columns else "–" for c in COLUMNS]
+            theirs = [_paper(paper_row.get(c)) for c in COLUMNS]
+            lines.append(f"| {OP_NAMES[op]} | {key}, ours | " + " | ".join(ours) + " |")
+            lines.append(f"| | {key}, paper | " + " | ".join(theirs) + " |")
+    return "\n".join(lines) + "\n"
+
+
+TABLE2_METRICS = [("executor", "table2_component_accuracy", "executor"),
+                  ("aligner (I)", "table2_component_accuracy", "aligner (I)"),
+                  ("aligner (O)", "table2_component_accuracy", "aligner (O)")]
+CAEF_METRICS = [("end_to_end", "table1_overall_accuracy", "CAEF")]

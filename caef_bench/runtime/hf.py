@@ -1,0 +1,102 @@
+"""StepModels backed by a transformers model with named LoRA adapters.
+
+`HFStepModel` answers the runtime's generate(prompts, adapter) by switching to
+the adapter and decoding greedily. With `speculative=True` (the default) each
+step is verified against a draft in one forward pass: the draft is the
+machine's own next text (from the oracle, when the prompt is a step of a
+correct run) or else the prompt copied forward, the step's state being mostly
+a copy of the last. Greedy verification keeps the output exactly the model's
+greedy output, draft or no draft. `speculative=False` is the paper's loop:
+token-by-token greedy decoding, one decode per step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from caef_bench.models.decoding import greedy_ids, speculative_greedy
+from caef_bench.runtime.engine import Completion
+from caef_bench.runtime.stubs import MachineModel
+
+
+@dataclass
+class DecodeStats:
+    steps: int = 0
+    forward_passes: int = 0
+    tokens: int = 0
+    by_adapter: dict = field(default_factory=dict)
+
+    def add(self, adapter: str, passes: int, tokens: int) -> None:
+        self.steps += 1
+        self.forward_passes += passes
+        self.tokens += tokens
+        entry = self.by_adapter.setdefault(adapter, [0, 0, 0])
+        entry[0], entry[1], entry[2] = entry[0] + 1, entry[1] + passes, entry[2] + tokens
+
+
+class HFStepModel:
+    def __init__(self, model, codec, speculative: bool = True, drafter=None):
+        self.model, self.codec, self.speculative = model, codec, speculative
+        self.drafter = drafter if drafter is not None else MachineModel(strict=False)
+        self.stats = DecodeStats()
+
+    def _activate(self, adapter: str) -> None:
+        if hasattr(self.model, "peft_config"):
+            if adapter not in self.model.peft_config:
+                raise ValueError(f"adapter {adapter!r} is not loaded; loaded: {', '.join(self.model.peft_config)}")
+            self.model.set_adapter(adapter)
+
+    def _limit(self, prompt_ids: list[int]) -> int:
+        # A next state is about as long as its input; an aligner (I) answer is longer
+        # than its expression (two tokens per digit plus the command): room for both.
+        return 3 * len(prompt_ids) + 64
+
+    def generate(self, prompts: list[str], adapter: str) -> list[Completion]:
+        self._activate(adapter)
+        prompt_ids = [self.codec.prompt_ids(p) for p in prompts]
+        if not self.speculative:
+            outputs = []
+            for ids in prompt_ids:  # the paper's loop: one decode per step, token by token
+                completion = greedy_ids(self.model, [ids], self.codec, self._limit(ids))[0]
+                self.stats.add(adapter, len(completion) + 1, len(completion))
+                outputs.append(Completion(self.codec.decode(completion), len(completion)))
+            return outputs
+        drafts = self.drafter.generate(prompts, adapter)
+        outputs = []
+        for prompt, ids, draft in zip(prompts, prompt_ids, drafts):
+            draft_ids = self.codec.completion_ids(draft or prompt.rstrip("\n"))[:-1]
+            completion, passes = speculative_greedy(self.model, self.codec, ids, draft_ids, self._limit(ids))
+            self.stats.add(adapter, passes, len(completion))
+            outputs.append(Completion(self.codec.decode(completion), len(completion)))
+        return outputs
+
+
+class RoutedModel:
+    """Send some adapters to another model: e.g. the machines' aligners around a model's executors."""
+
+    def __init__(self, default, routes: dict):
+        self.default, self.routes = default, routes
+
+    def generate(self, prompts: list[str], adapter: str):
+        for prefix, model in self.routes.items():
+            if adapter.startswith(prefix):
+                return model.generate(prompts, adapter)
+        return self.default.generate(prompts, adapter)
+
+
+def load_step_model(tier: str = "tiny", checkpoints: str | None = None, speculative: bool = True,
+                    device: str = "cpu") -> HFStepModel:
+    """A tier's base with all its adapters as a StepModel; `checkpoints` is an adapter folder
+    (official layout, with base/ inside for the tiny tier) replacing the tier's default."""
+    from pathlib import Path
+
+    from caef_bench.models.codec import codec_for
+    from caef_bench.models.loading import load
+
+    overrides = {}
+    if checkpoints:
+        overrides["adapters"] = Path(checkpoints)
+        if tier == "tiny":
+            overrides["base"] = Path(checkpoints) / "base"
+    loaded = load(tier, device=device, **overrides)
+    return HFStepModel(loaded.model, codec_for(loaded.tokenizer, loaded.tier.position_scheme), speculative)

@@ -1,0 +1,82 @@
+"""The runtime on a real transformers + peft model: a micro tiny tier that has memorised 12+34=.
+
+Memorising one problem makes the model's greedy outputs the machine's, so the
+test can check adapter switching, speculative decoding (one forward pass per
+step when the draft is right, and always the same text as plain greedy) and the
+`solve` / `run` commands end to end, in seconds.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from caef_bench.machines import run
+from caef_bench.models.tiny import TinyShape
+from caef_bench.runtime import Problem, solve_batch
+from caef_bench.runtime.hf import load_step_model
+from caef_bench.train.recipe import TrainRequest, run_training
+
+EXPR = "12+34="
+
+
+@pytest.fixture(scope="module")
+def memorised(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("memorised")
+    data = root / "data"
+    data.mkdir()
+    machine_run = run("add", 12, 34)
+    executor = [{"prompt": s, "completion": t, "meta": {}} for s, t in machine_run.transitions()]
+    aligner = [{"prompt": EXPR, "completion": machine_run.start_text(), "meta": {}},
+               {"prompt": machine_run.text(-1), "completion": "12+34=46", "meta": {}}]
+    for name, samples in (("executor_add.jsonl", executor), ("aligner_add.jsonl", aligner)):
+        (data / name).write_text("".join(json.dumps(s) + "\n" for s in samples))
+    run_training(TrainRequest(
+        preset="tiny", out=root / "ck", data=data, executors=("add",), aligners=("add",), eval_per_cell=1,
+        overrides={"base_steps": 400, "base_lr": 3e-3, "stage2_steps": 5, "max_len": 2}, progress=False,
+        tiny_shape=TinyShape(hidden=64, layers=2, heads=2, ffn=128)))
+    return root / "ck"
+
+
+def test_speculative_decoding_matches_plain_greedy_with_one_pass_per_step(memorised):
+    fast = load_step_model("tiny", str(memorised), speculative=True)
+    plain = load_step_model("tiny", str(memorised), speculative=False)
+    problems = [Problem("a", EXPR), Problem("b", "21+43=")]  # the second was never seen: garbage, but the same garbage
+    fast_records = solve_batch(problems, fast, mode="traced")
+    plain_records = solve_batch(problems, plain, mode="traced")
+    for f, p in zip(fast_records, plain_records):
+        assert [s.output for s in f.steps] == [s.output for s in p.steps]
+    assert fast_records[0].correct and fast_records[0].final == "12+34=46"
+    executor = fast.stats.by_adapter["executor_add"]
+    assert executor[1] / executor[0] <= 3  # forward passes per executor step, draft accepted
+    assert plain.stats.forward_passes > 5 * fast.stats.forward_passes
+
+
+def test_adapters_are_switched_by_name(memorised):
+    model = load_step_model("tiny", str(memorised))
+    assert set(model.model.peft_config) == {"executor_add", "aligner_add"}
+    with pytest.raises(ValueError, match="not loaded"):
+        model.generate(["1+2="], "executor_mul")
+
+
+def test_solve_and_run_commands(memorised, tmp_path, capsys):
+    from caef_bench.cli import main
+
+    assert main(["solve", EXPR, "--checkpoints", str(memorised), "--trace"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[-1] == "12+34=46" and "executor_add" in out
+    assert main(["run", "--suite", "caef", "--cells", "add_5", "--limit", "2", "--checkpoints", str(memorised),
+                 "--out", str(tmp_path / "results"), "--records", str(tmp_path / "records")]) == 0
+    table = (tmp_path / "results" / "table1_caef.md").read_text()
+    assert "| Addition | end_to_end, ours | 0.0 [0.0, 65.8] (N=2) |" in table
+    assert "| | end_to_end, paper | 100.0 | 99.6 | 99.9 | 98.6 | – |" in table
+    result = json.loads((tmp_path / "results" / "table1_caef.json").read_text())
+    assert result["results"]["add_5"]["end_to_end"]["n"] == 2
+    assert len((tmp_path / "records" / "caef_add_5.jsonl").read_text().splitlines()) == 2
+
+
+def test_missing_tiny_checkpoint_is_a_clear_error(tmp_path, capsys):
+    from caef_bench.cli import main
+
+    assert main(["solve", EXPR, "--checkpoints", str(tmp_path / "nowhere")]) == 2
+    assert "caef-bench train --preset tiny" in capsys.readouterr().err

@@ -17,7 +17,7 @@ Scheme "standard": 0, 1, 2, … as usual (pretrained tiers).
 
 from __future__ import annotations
 
-from caef_bench.models.tokenizer import BOS_ID, EOS_ID, SEP_ID, TOKEN_ID
+from caef_bench.models.tokenizer import BOS_ID, SEP_ID, TOKEN_ID
 
 FIELD_STRIDE = 128  # more than the cells of any field (a 101-digit sum plus head room)
 SCHEMES = ("standard", "coupled")
@@ -52,9 +52,3 @@ def position_ids(ids, scheme: str) -> list[int]:
     counter = CoupledCounter()
     return [counter.next(i) for i in ids]
 
-
-def max_position(max_fields: int) -> int:
-    return FIELD_STRIDE * (max_fields + 1)
-
-
-__all__ = ["FIELD_STRIDE", "SCHEMES", "CoupledCounter", "position_ids", "max_position", "EOS_ID"]

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import platform
 import shutil
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -42,6 +41,7 @@ class TrainRequest:
     eval_per_cell: int = 50
     progress: bool = True
     tiny_shape: object = None  # a TinyShape for the tiny base (default: TinyShape())
+    command: str = "caef_bench.train.recipe.run_training"  # recorded in every manifest
 
     @property
     def recipe(self) -> Preset:
@@ -181,7 +181,7 @@ def run_training(request: TrainRequest) -> dict:
     import torch
 
     torch.manual_seed(request.seed)
-    command = " ".join(["caef-bench", *sys.argv[1:]]) if sys.argv and sys.argv[0].endswith(("caef-bench", "__main__.py")) else "caef_bench.train.recipe.run_training"
+    command = request.command
     started = time.perf_counter()
     model, codec = _base(request, command)
     for p in model.parameters():

@@ -18,11 +18,6 @@ from caef_bench.data.training import classes, draw_operands
 from caef_bench.machines import OPERATIONS, run
 
 
-def adapter_name(kind: str, op: str) -> str:
-    """The adapter a sample trains: executor_<op>, aligner_<op> or direct_<op>."""
-    return f"{kind}_{op}"
-
-
 class FileSource:
     """Samples from JSONL files (as written by `caef-bench data build`), drawn with replacement."""
 
@@ -68,7 +63,7 @@ class MachineSource:
             if OPERATIONS[op].symbol is None or render_expr(op, a, b) not in self.excluded:
                 break
         machine_run = run(op, a, b) if kind != "direct" else None
-        meta = {"adapter": adapter_name(kind, op), "op": op, "a": str(a), "b": None if b is None else str(b)}
+        meta = {"kind": kind, "op": op, "a": str(a), "b": None if b is None else str(b)}
         if kind == "direct":
             return {"prompt": direct_prompt(render_expr(op, a, b), op), "completion": solve(op, a, b), "meta": meta}
         if kind == "aligner":

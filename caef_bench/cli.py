@@ -93,7 +93,7 @@ def _train(args: argparse.Namespace) -> int:
         data=Path(args.data) if args.data else None,
         executors=_ops(args.executors, EXECUTOR_OPS, EXECUTOR_OPS), aligners=_ops(args.aligners, ALIGNED_OPS, ALIGNED_OPS),
         direct=_ops(args.direct, ALIGNED_OPS, ()), overrides=overrides, time_budget_s=args.time_budget,
-        eval_per_cell=args.eval_per_cell, progress=not args.quiet, command=args.command_line,
+        eval_per_cell=args.eval_per_cell, progress=not args.quiet, command=args.command_line, device=args.device,
     )
     if args.preset != "tiny" and not args.base:
         raise ValueError(f"preset {args.preset!r} trains adapters on a given base: pass --base PATH")
@@ -217,6 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--time-budget", type=float, help="seconds per training run; resume later with the same command")
     train.add_argument("--eval-per-cell", type=int, default=50, help="one-step evaluation cases per test cell")
     train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--device", help="cpu, cuda, cuda:1 … (default: cuda when available)")
     train.add_argument("--quiet", action="store_true")
     train.set_defaults(handler=_train)
 

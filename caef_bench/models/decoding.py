@@ -44,6 +44,8 @@ def greedy_ids(model, prompts: list[list[int]], codec, max_new_tokens: int | lis
     limits = max_new_tokens if isinstance(max_new_tokens, list) else [max_new_tokens] * batch
     outputs = [[] for _ in prompts]
     done = [limit <= 0 for limit in limits]
+    device = model.device
+    input_ids, mask, positions = input_ids.to(device), mask.to(device), positions.to(device)
     with torch.no_grad():
         result = model(input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=True)
         for _ in range(max(limits)):
@@ -57,9 +59,9 @@ def greedy_ids(model, prompts: list[list[int]], codec, max_new_tokens: int | lis
                         done[row] = len(outputs[row]) >= limits[row]
             if all(done):
                 break
-            step_ids = torch.tensor(chosen).unsqueeze(1)
-            step_positions = torch.tensor([[c.next(t)] for c, t in zip(counters, chosen)])
-            mask = torch.cat([mask, torch.ones((batch, 1), dtype=torch.long)], dim=1)
+            step_ids = torch.tensor(chosen, device=device).unsqueeze(1)
+            step_positions = torch.tensor([[c.next(t)] for c, t in zip(counters, chosen)], device=device)
+            mask = torch.cat([mask, torch.ones((batch, 1), dtype=torch.long, device=device)], dim=1)
             result = model(input_ids=step_ids, attention_mask=mask, position_ids=step_positions,
                            past_key_values=result.past_key_values, use_cache=True)
     return outputs
@@ -103,8 +105,8 @@ def speculative_greedy(model, codec, prompt: list[int], draft: list[int], max_ne
             proposal = proposal[: max_new_tokens - len(out)]
             trial = copy.copy(counter)
             proposal_positions = [trial.next(t) for t in proposal]
-            result = model(input_ids=torch.tensor([pending + proposal]),
-                           position_ids=torch.tensor([pending_positions + proposal_positions]),
+            result = model(input_ids=torch.tensor([pending + proposal], device=model.device),
+                           position_ids=torch.tensor([pending_positions + proposal_positions], device=model.device),
                            past_key_values=cache, use_cache=True)
             passes += 1
             # chosen[j]: the model's token after the pending tokens and proposal[:j]

@@ -50,7 +50,7 @@ def save_tiny_base(model, folder: str | Path, position_scheme: str, extra: dict 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     model.to(torch.bfloat16).save_pretrained(folder, safe_serialization=True)
-    model.to(torch.float32)
+    model.to(torch.float32)  # keep training or evaluating in full precision
     build_hf_tokenizer().save_pretrained(folder)
     info = {"position_scheme": position_scheme, "tokenizer": "caef", **(extra or {})}
     (folder / TIER_FILE).write_text(json.dumps(info, indent=1) + "\n")

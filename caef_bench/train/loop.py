@@ -8,6 +8,7 @@ so the continued run is the run that was interrupted.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from dataclasses import dataclass
@@ -101,6 +102,9 @@ def train(model, make_batch: Callable[[int], dict], run_dir: str | Path, *, step
         state = _load_checkpoint(checkpoint, model, optimizer)
         schedule.last_epoch = state["step"] - 1
     model.train()
+    # bf16 autocast on an accelerator (the paper trains in bf16); full precision on a CPU.
+    on_gpu = params[0].device.type == "cuda"
+    precision = torch.autocast("cuda", dtype=torch.bfloat16) if on_gpu else contextlib.nullcontext()
     started, window = time.perf_counter() - state["seconds"], []
     bar = tqdm(total=steps, initial=state["step"], desc=title or "train", unit="step", disable=not progress)
     stopped_early = False
@@ -109,7 +113,8 @@ def train(model, make_batch: Callable[[int], dict], run_dir: str | Path, *, step
             stopped_early = True
             break
         batch = make_batch(state["step"])
-        loss = model(**batch).loss
+        with precision:
+            loss = model(**batch).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, clip)
         optimizer.step()

@@ -42,6 +42,13 @@ class TrainRequest:
     progress: bool = True
     tiny_shape: object = None  # a TinyShape for the tiny base (default: TinyShape())
     command: str = "caef_bench.train.recipe.run_training"  # recorded in every manifest
+    device: str | None = None  # default: cuda when available, else cpu
+
+    @property
+    def torch_device(self) -> str:
+        import torch
+
+        return self.device or ("cuda" if torch.cuda.is_available() else "cpu")
 
     @property
     def recipe(self) -> Preset:
@@ -102,17 +109,17 @@ def _base(request: TrainRequest, command: str):
 
     recipe = request.recipe
     if request.base:
-        model = AutoModelForCausalLM.from_pretrained(request.base, torch_dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(request.base, torch_dtype=torch.float32).to(request.torch_device)
         tokenizer = AutoTokenizer.from_pretrained(request.base)
         return model, codec_for(tokenizer, tier_info(request.base)["position_scheme"])
     folder = request.out / "base"
     if (folder / "manifest.json").exists():
-        model = AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32).to(request.torch_device)
         return model, codec_for(AutoTokenizer.from_pretrained(folder), recipe.position_scheme)
     from caef_bench.models.codec import CaefCodec
     from caef_bench.train.loop import train
 
-    model = build_tiny_base(request.tiny_shape or TinyShape(), seed=request.seed)
+    model = build_tiny_base(request.tiny_shape or TinyShape(), seed=request.seed).to(request.torch_device)
     codec = CaefCodec(recipe.position_scheme)
     if request.data is not None:  # the mixture of every executor and aligner file of the data folder
         files = sorted(p for p in request.data.glob("*.jsonl") if p.name.startswith(("executor_", "aligner_"))
@@ -122,7 +129,7 @@ def _base(request: TrainRequest, command: str):
         adapters = [("executor", op) for op in EXECUTOR_OPS] + [("aligner", op) for op in ALIGNED_OPS]
         source = MachineSource(adapters, recipe.max_len, request.seed)
     runs = request.out / ".runs" / "base"
-    result = train(model, _batches(source, recipe.base_batch, codec, "cpu"), runs, steps=recipe.base_steps,
+    result = train(model, _batches(source, recipe.base_batch, codec, request.torch_device), runs, steps=recipe.base_steps,
                    lr=recipe.base_lr, warmup=100, time_budget_s=request.time_budget_s, title="tiny base: all machines",
                    progress=request.progress)
     save_tiny_base(model, folder, recipe.position_scheme, {"shape": shape_of(model)})
@@ -155,7 +162,7 @@ def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, comma
         if source is None or steps == 0:
             continue
         runs = request.out / ".runs" / f"{kind}_{op}" / f"stage{stage}"
-        result = train(peft_model, _batches(source, batch, codec, "cpu"), runs, steps=steps, lr=recipe.lr,
+        result = train(peft_model, _batches(source, batch, codec, request.torch_device), runs, steps=steps, lr=recipe.lr,
                        time_budget_s=request.time_budget_s, title=f"{kind} {op} stage {stage}", progress=request.progress)
         stages[f"stage{stage}"] = {"steps": result.steps, "tokens": result.tokens, "batch": batch,
                                    "wall_time_s": round(result.seconds, 1), "final_loss": result.final_loss,

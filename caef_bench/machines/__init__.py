@@ -13,7 +13,7 @@ op is one of: add sub mul div gt lt eq reflection left_mask.
 
 from .aligner import Expression, align_input, align_output, parse_expression
 from .compare import ERROR_CLASSES, classify
-from .composers import ComposerRun, composer_view_of_halt
+from .composers import ComposerRun, composer_view, composer_view_of_halt
 from .executors import Run
 from .ops import ARITHMETIC, BY_MACHINE, COMPARISON, OPERATIONS, Operation, lookup, operand
 from .ops import start as run
@@ -58,6 +58,6 @@ __all__ = [
     "ARITHMETIC", "BY_MACHINE", "COMPARISON", "ERROR_CLASSES", "HALT_LINE", "OPERATIONS", "OPS",
     "Action", "Command", "ComposerRun", "ComposerState", "ExecutorState", "Expression",
     "FormatError", "Operation", "Run", "Snapshot", "Tape",
-    "align_input", "align_output", "classify", "composer_view_of_halt", "lookup", "parse",
+    "align_input", "align_output", "classify", "composer_view", "composer_view_of_halt", "lookup", "parse",
     "parse_expression", "render", "result", "run", "trace",
 ]

@@ -27,28 +27,34 @@ class Phase:
     callee: Run | None = None
 
 
-def composer_view_of_halt(composer: str, callee: Run) -> Snapshot:
-    """The callee's halt state as the composer's texts show it.
+def composer_view(composer: str, halt: Snapshot, start: Snapshot) -> Snapshot:
+    """A callee's halt state (as the callee writes it) the way the composer's texts show it.
 
     The reference implementation writes a few callee halt states differently
     from the callee's own trace, and the released adapters were trained on
     those texts, so they are reproduced here:
     - in SUB, an ADD halt always shows the carry register as "[C]0";
-    - in SUB, a LEFT_MASK halt shows the input without its top digit, zeros
+    - in SUB, a LEFT_MASK halt shows its input without the top digit, zeros
       kept ("|0|0", where the standalone machine erases them down to "0");
     - in MUL, a LESS_THAN halt writes the count's tape in natural order
       (count 12 shows "|1|2" where its start state shows "|2|1").
+    A pure format conversion of the callee's halt and start texts, so the
+    runtime applies it to a model's callee output just as the machines do.
     """
-    halt = callee.halt
     state = halt.state
-    if composer == "SUB" and callee.machine == "ADD":
+    if composer == "SUB" and state.machine == "ADD":
         state = replace(state, carry="0")
-    elif composer == "SUB" and callee.machine == "LEFT_MASK":
-        state = replace(state, output=callee.a[:-1])
-    elif composer == "MUL" and callee.machine == "LESS_THAN":
+    elif composer == "SUB" and state.machine == "LEFT_MASK":
+        state = replace(state, output=start.state.tapes[0].digits[:-1])
+    elif composer == "MUL" and state.machine == "LESS_THAN":
         count_tape = state.tapes[0]
         state = replace(state, tapes=(replace(count_tape, digits=count_tape.digits[::-1]),) + state.tapes[1:])
     return Snapshot(state, halt.command)
+
+
+def composer_view_of_halt(composer: str, callee: Run) -> Snapshot:
+    """The callee run's halt as the composer's texts show it (see `composer_view`)."""
+    return composer_view(composer, callee.halt, callee.snapshot(0))
 
 
 class ComposerRun(Run):

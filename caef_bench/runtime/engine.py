@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Protocol, Sequence
 
 from caef_bench.evaluate.scoring import exact_match
@@ -53,6 +53,7 @@ from caef_bench.machines import (
     Run,
     Snapshot,
     classify,
+    composer_view,
     parse,
     parse_expression,
     render,
@@ -113,32 +114,6 @@ def aligner_adapter(op: str) -> str:
 
 
 # --------------------------------------------------------------------------- composer view of a callee's halt
-
-
-def composer_view(composer: str, halt: Snapshot, start: Snapshot) -> Snapshot:
-    """A callee's halt (in the callee's own format) as the composer's input shows it.
-
-    A pure format conversion of parsed texts: it reproduces the quirks of the
-    reference format that `caef_bench.machines.composer_view_of_halt` documents,
-    from the texts a model-driven runtime has (the callee's halt and start)
-    rather than from a machine run:
-    - SUB shows an ADD halt with the carry register "[C]0";
-    - SUB shows a LEFT_MASK halt with the output "input without its top digit",
-      zeros kept, read off the callee's *start* tape (the standalone halt
-      erases those zeros);
-    - MUL shows a LESS_THAN halt with the first (count) tape's digits reversed.
-    Every other halt is shown as the callee wrote it.
-    """
-    state = halt.state
-    callee = state.machine
-    if composer == "SUB" and callee == "ADD":
-        state = replace(state, carry="0")
-    elif composer == "SUB" and callee == "LEFT_MASK":
-        state = replace(state, output=start.state.tapes[0].digits[:-1])
-    elif composer == "MUL" and callee == "LESS_THAN":
-        count_tape = state.tapes[0]
-        state = replace(state, tapes=(replace(count_tape, digits=count_tape.digits[::-1]),) + state.tapes[1:])
-    return Snapshot(state, halt.command)
 
 
 def to_composer_view(composer: str, callee_halt_text: str, callee_start_text: str) -> str:

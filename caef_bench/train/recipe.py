@@ -125,9 +125,10 @@ def _base(request: TrainRequest, command: str):
         files = sorted(p for p in request.data.glob("*.jsonl") if p.name.startswith(("executor_", "aligner_"))
                        and ".stage1." not in p.name)
         source = FileSource(files, request.seed)
-    else:
-        adapters = [("executor", op) for op in EXECUTOR_OPS] + [("aligner", op) for op in ALIGNED_OPS]
-        source = MachineSource(adapters, recipe.max_len, request.seed)
+    else:  # the machines the run trains adapters for (all of them by default)
+        every = [("executor", op) for op in EXECUTOR_OPS] + [("aligner", op) for op in ALIGNED_OPS]
+        adapters = [("executor", op) for op in request.executors] + [("aligner", op) for op in request.aligners]
+        source = MachineSource(adapters or every, recipe.max_len, request.seed)
     runs = request.out / ".runs" / "base"
     result = train(model, _batches(source, recipe.base_batch, codec, request.torch_device), runs, steps=recipe.base_steps,
                    lr=recipe.base_lr, warmup=100, time_budget_s=request.time_budget_s, title="tiny base: all machines",
@@ -137,7 +138,8 @@ def _base(request: TrainRequest, command: str):
         if (runs / name).exists():
             shutil.copy(runs / name, folder / name)
     _write_manifest(folder, {
-        "what": "tiny base pre-trained on transitions of all nine machines and all aligners (mixture), full parameters",
+        "what": "tiny base pre-trained, full parameters, on a mixture of the transitions of the machines and "
+                "aligners it gets adapters for",
         "command": command, "seed": request.seed, "data": source.fingerprint, "steps": result.steps,
         "tokens": result.tokens, "wall_time_s": round(result.seconds, 1), "device": _device(),
         "final_loss": result.final_loss, "complete": not result.stopped_early, "preset": asdict(recipe),

@@ -51,13 +51,16 @@ def aligner_cases(op: str, cell: str, n: int, seed: int = 0) -> list[tuple[str, 
     return cases
 
 
-def score_cases(generate: Callable[[list[str], list[int]], list[str]], cases: list[tuple[str, str]],
+def score_cases(generate: Callable[[list[str], list[int], list[str]], list[str]], cases: list[tuple[str, str]],
                 count_tokens: Callable[[str], int]) -> dict:
-    """Exact match of generate(prompts, limits) against the expected texts, with a Wilson interval and failures.
+    """Exact match of generate(prompts, limits, drafts) against the expected texts, with a Wilson interval.
 
-    Each case may generate one token more than its expected completion: a longer output is wrong anyway.
+    Each case may generate one token more than its expected completion (a longer output is wrong
+    anyway); the expected texts are passed as drafts for speculative decoding, which returns the
+    model's greedy output whatever the draft, only faster when the model is right.
     """
-    outputs = generate([prompt for prompt, _ in cases], [count_tokens(expected) + 1 for _, expected in cases])
+    expected = [text for _, text in cases]
+    outputs = generate([prompt for prompt, _ in cases], [count_tokens(text) + 1 for text in expected], expected)
     records = [{"correct": got == expected} for (_, expected), got in zip(cases, outputs)]
     failures = [{"prompt": p, "expected": e, "got": g} for (p, e), g in zip(cases, outputs) if g != e]
     return {**accuracy(records), "failures": failures[:5]}

@@ -76,14 +76,16 @@ def _batches(source, size: int, codec, device):
 
 def one_step_accuracy(model, codec, kind: str, op: str, per_cell: int, seed: int) -> dict:
     """Exact match of single transitions (or aligner conversions) per test cell."""
-    from caef_bench.models.decoding import greedy_texts
+    from caef_bench.models.decoding import speculative_greedy
+
+    def generate(prompts, limits, drafts):
+        return [codec.decode(speculative_greedy(model, codec, codec.prompt_ids(p), codec.completion_ids(d)[:-1], n)[0])
+                for p, n, d in zip(prompts, limits, drafts)]
 
     cases_for = executor_cases if kind == "executor" else aligner_cases
-    generate = lambda prompts, limits: greedy_texts(model, codec, prompts, limits)  # noqa: E731
-    count = lambda text: len(codec.completion_ids(text))  # noqa: E731
     results = {}
     for cell in cells_for(op):
-        scored = score_cases(generate, cases_for(op, cell, per_cell, seed), count)
+        scored = score_cases(generate, cases_for(op, cell, per_cell, seed), lambda text: len(codec.completion_ids(text)))
         results[cell] = {k: scored[k] for k in ("n", "correct", "accuracy", "ci_low", "ci_high")}
     return results
 

@@ -171,6 +171,45 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _onestep(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from .data.training import ALIGNED_OPS, EXECUTOR_OPS
+    from .train.recipe import one_step_accuracy
+
+    executors = _ops(args.executors, EXECUTOR_OPS, EXECUTOR_OPS)
+    aligners = _ops(args.aligners, ALIGNED_OPS, ALIGNED_OPS)
+    if args.base_only:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from .models.codec import codec_for
+        from .models.tiny import tier_info
+
+        folder = Path(args.checkpoints or "checkpoints/tiny") / "base"
+        if not (folder / "config.json").exists():
+            raise FileNotFoundError(f"no base model at {folder}")
+        model = AutoModelForCausalLM.from_pretrained(folder).float().eval()
+        codec = codec_for(AutoTokenizer.from_pretrained(folder), tier_info(folder)["position_scheme"])
+        activate = lambda name: None  # noqa: E731
+    else:
+        from .runtime.hf import load_step_model
+
+        step_model = load_step_model(args.model, args.checkpoints)
+        model, codec, activate = step_model.model, step_model.codec, step_model._activate
+    results = {}
+    for kind, ops in (("executor", executors), ("aligner", aligners)):
+        for op in ops:
+            activate(f"{kind}_{op}")
+            results[f"{kind}_{op}"] = one_step_accuracy(model, codec, kind, op, args.per_cell, args.seed)
+            cells = ", ".join(f"{cell} {r['accuracy']:.1%} [{r['ci_low']:.1%}, {r['ci_high']:.1%}]"
+                              for cell, r in results[f"{kind}_{op}"].items())
+            print(f"{kind}_{op:<10} {cells}", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"command": args.command_line, "results": results}, indent=1) + "\n")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="caef-bench", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -220,6 +259,17 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--device", help="cpu, cuda, cuda:1 … (default: cuda when available)")
     train.add_argument("--quiet", action="store_true")
     train.set_defaults(handler=_train)
+
+    onestep = commands.add_parser("onestep", help="one-step exact match of executors and aligners per test cell")
+    onestep.add_argument("--model", default="tiny")
+    onestep.add_argument("--checkpoints", help="adapter folder to use instead of the tier's")
+    onestep.add_argument("--base-only", action="store_true", help="the tiny base itself, no adapters")
+    onestep.add_argument("--executors", help="comma-separated ops (default all nine)")
+    onestep.add_argument("--aligners", help="comma-separated ops (default all seven)")
+    onestep.add_argument("--per-cell", type=int, default=50, help="cases per test cell (default 50)")
+    onestep.add_argument("--seed", type=int, default=0)
+    onestep.add_argument("--json", help="also write the results to this JSON file")
+    onestep.set_defaults(handler=_onestep)
 
     solve = commands.add_parser("solve", help="solve one expression with a CAEF model")
     solve.add_argument("expr", help="e.g. '123456789*12='")

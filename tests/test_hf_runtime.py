@@ -80,3 +80,15 @@ def test_missing_tiny_checkpoint_is_a_clear_error(tmp_path, capsys):
 
     assert main(["solve", EXPR, "--checkpoints", str(tmp_path / "nowhere")]) == 2
     assert "caef-bench train --preset tiny" in capsys.readouterr().err
+
+
+def test_onestep_command_reports_every_cell(memorised, tmp_path):
+    from caef_bench.cli import main
+
+    out = tmp_path / "onestep.json"
+    assert main(["onestep", "--checkpoints", str(memorised), "--executors", "add", "--aligners", "add",
+                 "--per-cell", "1", "--json", str(out)]) == 0
+    results = json.loads(out.read_text())["results"]
+    assert set(results) == {"executor_add", "aligner_add"}
+    assert set(results["executor_add"]) == {"add_5", "add_10", "add_50", "add_100"}
+    assert all(cell["n"] == 1 for cell in results["aligner_add"].values())

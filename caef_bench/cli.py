@@ -87,13 +87,15 @@ def _train(args: argparse.Namespace) -> int:
         raise ValueError(f"unknown preset {args.preset!r}; expected one of {', '.join(PRESETS)}")
     overrides = {name: value for name, value in (
         ("base_steps", args.base_steps), ("stage1_steps", args.stage1_steps), ("stage2_steps", args.stage2_steps),
-        ("max_len", args.max_len)) if value is not None}
+        ("max_len", args.max_len), ("base_batch", args.batch), ("stage2_batch", args.batch),
+        ("base_lr", args.base_lr), ("lr", args.lr)) if value is not None}
     request = TrainRequest(
         preset=args.preset, out=Path(args.out), seed=args.seed, base=args.base,
         data=Path(args.data) if args.data else None,
         executors=_ops(args.executors, EXECUTOR_OPS, EXECUTOR_OPS), aligners=_ops(args.aligners, ALIGNED_OPS, ALIGNED_OPS),
         direct=_ops(args.direct, ALIGNED_OPS, ()), overrides=overrides, time_budget_s=args.time_budget,
         eval_per_cell=args.eval_per_cell, progress=not args.quiet, command=args.command_line, device=args.device,
+        workers=args.workers,
     )
     if args.preset != "tiny" and not args.base:
         raise ValueError(f"preset {args.preset!r} trains adapters on a given base: pass --base PATH")
@@ -257,6 +259,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--eval-per-cell", type=int, default=50, help="one-step evaluation cases per test cell")
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--device", help="cpu, cuda, cuda:1 … (default: cuda when available)")
+    train.add_argument("--workers", type=int, default=0, help="processes building batches ahead (use several on a GPU)")
+    train.add_argument("--batch", type=int, help="override the base and stage-2 batch size (larger on a GPU)")
+    train.add_argument("--lr", type=float, help="override the adapters' learning rate")
+    train.add_argument("--base-lr", type=float, help="override the tiny base's learning rate")
     train.add_argument("--quiet", action="store_true")
     train.set_defaults(handler=_train)
 

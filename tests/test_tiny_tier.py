@@ -141,3 +141,17 @@ def test_saved_tiny_base_reloads_with_its_tokenizer_and_scheme(tmp_path):
     # bf16 storage: the reloaded model agrees with the bf16-rounded original.
     reference = build_tiny_base(MICRO, seed=0).to(torch.bfloat16).to(torch.float32).eval()
     assert torch.allclose(loaded(**batch).logits, reference(**batch).logits, atol=1e-4)
+
+
+def test_background_batch_workers_give_the_same_run(tmp_path):
+    codec = CaefCodec("coupled")
+
+    def make(step):  # a different batch at every step, so the order matters
+        return collate([{"prompt": s, "completion": t} for s, t in trace("add", 10 * step + 7, step)], codec)
+
+    alone = build_tiny_base(MICRO, seed=0)
+    train(alone, make, tmp_path / "alone", steps=6, lr=3e-3, progress=False)
+    helped = build_tiny_base(MICRO, seed=0)
+    train(helped, make, tmp_path / "helped", steps=6, lr=3e-3, progress=False, workers=2)
+    for (name, a), (_, b) in zip(alone.named_parameters(), helped.named_parameters()):
+        assert torch.equal(a, b), name

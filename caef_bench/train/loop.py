@@ -25,6 +25,25 @@ class RunResult:
     stopped_early: bool  # the time budget ran out before `steps`
 
 
+def _batches_from(make_batch: Callable[[int], dict], start: int, stop: int, workers: int):
+    """(step, batch) for step in start..stop-1, built by `workers` processes ahead of training when > 0.
+
+    Worker k builds steps start+k, start+k+workers, …; the loader takes them in
+    turn, so the order (and a resumed run) is the same as with no workers.
+    """
+    if workers <= 0:
+        return ((step, make_batch(step)) for step in range(start, stop))
+    import torch
+
+    class Steps(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            info = torch.utils.data.get_worker_info()
+            for step in range(start + info.id, stop, info.num_workers):
+                yield step, make_batch(step)
+
+    return iter(torch.utils.data.DataLoader(Steps(), batch_size=None, num_workers=workers, prefetch_factor=4))
+
+
 def _trainable(model) -> dict:
     return {name: p for name, p in model.named_parameters() if p.requires_grad}
 
@@ -86,8 +105,13 @@ def plot_losses(log_path: Path, png_path: Path, title: str) -> None:
 def train(model, make_batch: Callable[[int], dict], run_dir: str | Path, *, steps: int, lr: float,
           weight_decay: float = 0.0, warmup: int = 0, clip: float = 1.0, log_every: int = 10,
           checkpoint_every: int = 200, time_budget_s: float | None = None, title: str = "",
-          progress: bool = True) -> RunResult:
-    """Train `model`'s parameters that require grad on batches make_batch(step) for `steps` steps."""
+          progress: bool = True, workers: int = 0) -> RunResult:
+    """Train `model`'s parameters that require grad on batches make_batch(step) for `steps` steps.
+
+    make_batch returns CPU tensors; they go to the model's device here. workers > 0 builds
+    batches in that many background processes (on an accelerator the machines' Python
+    would otherwise starve it).
+    """
     import torch
     from tqdm import tqdm
 
@@ -108,11 +132,12 @@ def train(model, make_batch: Callable[[int], dict], run_dir: str | Path, *, step
     started, window = time.perf_counter() - state["seconds"], []
     bar = tqdm(total=steps, initial=state["step"], desc=title or "train", unit="step", disable=not progress)
     stopped_early = False
-    while state["step"] < steps:
+    device = params[0].device
+    for _, batch in _batches_from(make_batch, state["step"], steps, workers):
         if time_budget_s is not None and time.perf_counter() - started > time_budget_s:
             stopped_early = True
             break
-        batch = make_batch(state["step"])
+        batch = {name: tensor.to(device, non_blocking=True) for name, tensor in batch.items()}
         with precision:
             loss = model(**batch).loss
         loss.backward()

@@ -43,6 +43,7 @@ class TrainRequest:
     tiny_shape: object = None  # a TinyShape for the tiny base (default: TinyShape())
     command: str = "caef_bench.train.recipe.run_training"  # recorded in every manifest
     device: str | None = None  # default: cuda when available, else cpu
+    workers: int = 0  # processes building batches ahead of training (worth it on an accelerator)
 
     @property
     def torch_device(self) -> str:
@@ -65,13 +66,10 @@ def _write_manifest(folder: Path, manifest: dict) -> None:
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
 
 
-def _batches(source, size: int, codec, device):
+def _batches(source, size: int, codec):
     from caef_bench.train.batches import collate
 
-    def make(step: int) -> dict:
-        return {k: v.to(device) for k, v in collate(source.batch(step, size), codec).items()}
-
-    return make
+    return lambda step: collate(source.batch(step, size), codec)
 
 
 def one_step_accuracy(model, codec, kind: str, op: str, per_cell: int, seed: int) -> dict:
@@ -132,7 +130,7 @@ def _base(request: TrainRequest, command: str):
         adapters = [("executor", op) for op in request.executors] + [("aligner", op) for op in request.aligners]
         source = MachineSource(adapters or every, recipe.max_len, request.seed)
     runs = request.out / ".runs" / "base"
-    result = train(model, _batches(source, recipe.base_batch, codec, request.torch_device), runs, steps=recipe.base_steps,
+    result = train(model, _batches(source, recipe.base_batch, codec), runs, workers=request.workers, steps=recipe.base_steps,
                    lr=recipe.base_lr, warmup=100, time_budget_s=request.time_budget_s, title="tiny base: all machines",
                    progress=request.progress)
     save_tiny_base(model, folder, recipe.position_scheme, {"shape": shape_of(model)})
@@ -166,7 +164,7 @@ def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, comma
         if source is None or steps == 0:
             continue
         runs = request.out / ".runs" / f"{kind}_{op}" / f"stage{stage}"
-        result = train(peft_model, _batches(source, batch, codec, request.torch_device), runs, steps=steps, lr=recipe.lr,
+        result = train(peft_model, _batches(source, batch, codec), runs, workers=request.workers, steps=steps, lr=recipe.lr,
                        time_budget_s=request.time_budget_s, title=f"{kind} {op} stage {stage}", progress=request.progress)
         stages[f"stage{stage}"] = {"steps": result.steps, "tokens": result.tokens, "batch": batch,
                                    "wall_time_s": round(result.seconds, 1), "final_loss": result.final_loss,

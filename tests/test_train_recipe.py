@@ -44,3 +44,15 @@ def test_adapters_leave_the_base_untouched_and_finished_ones_are_skipped(tmp_pat
     assert (tmp_path / "executors/lt/manifest.json").exists() and "executor_lt" in summary["adapters"]
     base_after = AutoModelForCausalLM.from_pretrained(tmp_path / "base").state_dict()
     assert all(torch.equal(base_before[k], base_after[k]) for k in base_before)
+
+
+def test_a_run_cut_short_by_its_time_budget_is_continued_by_the_same_command(tmp_path):
+    first = run_training(_request(tmp_path, executors=("add",), aligners=(), direct=(), time_budget_s=0.0))
+    base = json.loads((tmp_path / "base/manifest.json").read_text())
+    assert base["complete"] is False and base["steps"] == 0
+    assert first["adapters"]["executor_add"]["stages"]["stage2"]["complete"] is False
+    run_training(_request(tmp_path, executors=("add",), aligners=(), direct=()))
+    base = json.loads((tmp_path / "base/manifest.json").read_text())
+    adapter = json.loads((tmp_path / "executors/add/manifest.json").read_text())
+    assert base["complete"] is True and base["steps"] == 6
+    assert adapter["stages"]["stage2"]["complete"] is True and adapter["stages"]["stage2"]["steps"] == 3

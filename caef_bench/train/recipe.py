@@ -62,6 +62,16 @@ def _device() -> str:
     return torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
 
 
+def _finished(folder: Path) -> bool:
+    """A checkpoint whose training ran to the end (not cut short by a time budget)."""
+    path = folder / "manifest.json"
+    if not path.exists():
+        return False
+    manifest = json.loads(path.read_text())
+    stages = manifest.get("stages", {}).values()
+    return manifest.get("complete", True) and all(stage.get("complete", True) for stage in stages)
+
+
 def _write_manifest(folder: Path, manifest: dict) -> None:
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
 
@@ -113,13 +123,18 @@ def _base(request: TrainRequest, command: str):
         tokenizer = AutoTokenizer.from_pretrained(request.base)
         return model, codec_for(tokenizer, tier_info(request.base)["position_scheme"])
     folder = request.out / "base"
-    if (folder / "manifest.json").exists():
+    runs = request.out / ".runs" / "base"
+    if _finished(folder):
         model = AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32).to(request.torch_device)
         return model, codec_for(AutoTokenizer.from_pretrained(folder), recipe.position_scheme)
     from caef_bench.models.codec import CaefCodec
     from caef_bench.train.loop import train
 
-    model = build_tiny_base(request.tiny_shape or TinyShape(), seed=request.seed).to(request.torch_device)
+    if (folder / "manifest.json").exists() and not (runs / "checkpoint").exists():
+        # A base cut short by a time budget, shipped without its optimizer state: go on from its weights.
+        model = AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32).to(request.torch_device)
+    else:  # new, or resumed from the run's checkpoint by train()
+        model = build_tiny_base(request.tiny_shape or TinyShape(), seed=request.seed).to(request.torch_device)
     codec = CaefCodec(recipe.position_scheme)
     if request.data is not None:  # the mixture of every executor and aligner file of the data folder
         files = sorted(p for p in request.data.glob("*.jsonl") if p.name.startswith(("executor_", "aligner_"))
@@ -129,7 +144,6 @@ def _base(request: TrainRequest, command: str):
         every = [("executor", op) for op in EXECUTOR_OPS] + [("aligner", op) for op in ALIGNED_OPS]
         adapters = [("executor", op) for op in request.executors] + [("aligner", op) for op in request.aligners]
         source = MachineSource(adapters or every, recipe.max_len, request.seed)
-    runs = request.out / ".runs" / "base"
     result = train(model, _batches(source, recipe.base_batch, codec), runs, workers=request.workers, steps=recipe.base_steps,
                    lr=recipe.base_lr, warmup=100, time_budget_s=request.time_budget_s, title="tiny base: all machines",
                    progress=request.progress)
@@ -199,7 +213,7 @@ def run_training(request: TrainRequest) -> dict:
     for kind, ops in (("executor", request.executors), ("aligner", request.aligners), ("direct", request.direct)):
         for op in ops:
             folder = request.out / KIND_FOLDERS[kind] / op
-            if (folder / "manifest.json").exists():
+            if _finished(folder):
                 manifests[f"{kind}_{op}"] = json.loads((folder / "manifest.json").read_text())
                 continue
             manifests[f"{kind}_{op}"] = train_adapter(model, codec, request, kind, op, command)

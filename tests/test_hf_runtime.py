@@ -92,3 +92,15 @@ def test_onestep_command_reports_every_cell(memorised, tmp_path):
     assert set(results) == {"executor_add", "aligner_add"}
     assert set(results["executor_add"]) == {"add_5", "add_10", "add_50", "add_100"}
     assert all(cell["n"] == 1 for cell in results["aligner_add"].values())
+
+
+def test_a_rerun_scores_every_problem_not_only_the_new_ones(memorised, tmp_path):
+    from caef_bench.cli import main
+
+    common = ["run", "--suite", "caef", "--cells", "add_5", "--checkpoints", str(memorised),
+              "--out", str(tmp_path / "results"), "--records", str(tmp_path / "records")]
+    assert main(common + ["--limit", "1"]) == 0
+    assert main(common + ["--limit", "3"]) == 0  # resumes: solves problems 2 and 3 only
+    result = json.loads((tmp_path / "results" / "table1_caef.json").read_text())
+    assert result["results"]["add_5"]["end_to_end"]["n"] == 3
+    assert len((tmp_path / "records" / "caef_add_5.jsonl").read_text().splitlines()) == 3

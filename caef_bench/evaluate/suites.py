@@ -11,7 +11,7 @@ from pathlib import Path
 from caef_bench.data.testsets import load_cell, table1_cells
 from caef_bench.evaluate.scoring import accuracy
 from caef_bench.machines import run
-from caef_bench.runtime import Problem, aligner_adapter, solve_to_file
+from caef_bench.runtime import Problem, aligner_adapter, load_records, solve_to_file
 from caef_bench.runtime.hf import RoutedModel
 from caef_bench.runtime.stubs import MachineModel
 
@@ -23,6 +23,18 @@ def cell_problems(cell: str, limit: int | None) -> list[dict]:
     return problems[:limit] if limit else problems
 
 
+def solve_cell(problems: list[Problem], model, path: Path, **options) -> list:
+    """Every problem's record, solving (with a progress bar) only those the file does not hold yet."""
+    from tqdm import tqdm
+
+    done = {r.id for r in load_records(path)}
+    with tqdm(total=len(problems), initial=sum(p.id in done for p in problems), desc=path.stem,
+              unit="problem", leave=False) as bar:
+        solve_to_file(problems, model, path, on_record=lambda _: bar.update(1), **options)
+    by_id = {r.id: r for r in load_records(path)}
+    return [by_id[p.id] for p in problems]
+
+
 def _summary(records) -> dict:
     return accuracy([{"correct": r.correct} for r in records])
 
@@ -32,7 +44,7 @@ def run_caef(model, cells, limit, records_dir: Path, progress=None) -> dict:
     results = {}
     for cell in cells:
         problems = [Problem(p["id"], p["expr"]) for p in cell_problems(cell, limit)]
-        records = solve_to_file(problems, model, records_dir / f"caef_{cell}.jsonl", mode="traced")
+        records = solve_cell(problems, model, records_dir / f"caef_{cell}.jsonl", mode="traced")
         results[cell] = {"end_to_end": _summary(records), "outcomes": _outcomes(records)}
         if progress:
             progress(cell, results[cell])
@@ -61,8 +73,8 @@ def run_table2(model, cells, limit, records_dir: Path, progress=None) -> dict:
     for cell in cells:
         problems = cell_problems(cell, limit)
         op = problems[0]["op"]
-        records = solve_to_file([Problem(p["id"], p["expr"]) for p in problems], executors_only,
-                                records_dir / f"table2_{cell}.jsonl", mode="traced")
+        records = solve_cell([Problem(p["id"], p["expr"]) for p in problems], executors_only,
+                             records_dir / f"table2_{cell}.jsonl", mode="traced")
         runs = [run(op, int(p["a"]), int(p["b"])) for p in problems]
         results[cell] = {
             "executor": _summary(records),

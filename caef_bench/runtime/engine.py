@@ -473,16 +473,22 @@ def _start(problem: Problem, mode: str, started: float, keep_steps: bool, step_b
     return attempt
 
 
-def solve_to_file(problems: Iterable[Problem], model: StepModel, path, **options) -> list[ProblemRecord]:
+def solve_to_file(problems: Iterable[Problem], model: StepModel, path, on_record=None, **options) -> list[ProblemRecord]:
     """`solve_batch`, appending each record to a JSONL file as it finishes and skipping recorded ids.
 
     Safe to call again after an interruption: problems already in the file are
     not redone, a cut last line is dropped, and the rest are solved and
-    appended. Returns the records made by this call.
+    appended. Returns the records made by this call (`load_records` reads
+    them all); on_record also sees each new record.
     """
     pending = resume(path, list(problems))
     with RecordWriter(path) as writer:
-        return solve_batch(pending, model, on_record=writer.write, **options)
+        def record(finished: ProblemRecord) -> None:
+            writer.write(finished)
+            if on_record is not None:
+                on_record(finished)
+
+        return solve_batch(pending, model, on_record=record, **options)
 
 
 __all__ = [

@@ -155,3 +155,12 @@ def test_background_batch_workers_give_the_same_run(tmp_path):
     train(helped, make, tmp_path / "helped", steps=6, lr=3e-3, progress=False, workers=2)
     for (name, a), (_, b) in zip(alone.named_parameters(), helped.named_parameters()):
         assert torch.equal(a, b), name
+
+
+def test_curriculum_grows_the_operand_lengths():
+    from caef_bench.train.sources import MachineSource
+
+    source = MachineSource([("executor", "add")], max_len=100, seed=0, curriculum_steps=1000)
+    assert (source.longest(0), source.longest(500), source.longest(1000)) == (8, 54, 100)
+    early = source.batch(0, 50)
+    assert max(max(len(s["meta"]["a"]), len(s["meta"]["b"])) for s in early) <= 8

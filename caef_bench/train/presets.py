@@ -19,6 +19,7 @@ class Preset:
     base_lr: float = 0.0
     base_batch: int = 0
     max_len: int = 100  # operand lengths 1..max_len
+    curriculum_steps: int = 0  # >0: operand lengths grow from 8 to max_len over these base steps
     position_scheme: str = "standard"
     target_modules: str | tuple[str, ...] = "all-linear"
 
@@ -32,5 +33,5 @@ PRESETS = {
     # (with coupled positions), then give each machine its LoRA adapter.
     "tiny": Preset("tiny", lora_r=16, lora_alpha=32, lr=1e-3, stage1_batch=4, stage2_batch=16,
                    stage1_steps=20, stage2_steps=300, base_steps=50_000, base_lr=1e-3, base_batch=16,
-                   position_scheme="coupled"),
+                   curriculum_steps=20_000, position_scheme="coupled"),
 }

@@ -143,7 +143,7 @@ def _base(request: TrainRequest, command: str):
     else:  # the machines the run trains adapters for (all of them by default)
         every = [("executor", op) for op in EXECUTOR_OPS] + [("aligner", op) for op in ALIGNED_OPS]
         adapters = [("executor", op) for op in request.executors] + [("aligner", op) for op in request.aligners]
-        source = MachineSource(adapters or every, recipe.max_len, request.seed)
+        source = MachineSource(adapters or every, recipe.max_len, request.seed, curriculum_steps=recipe.curriculum_steps)
     result = train(model, _batches(source, recipe.base_batch, codec), runs, workers=request.workers, steps=recipe.base_steps,
                    lr=recipe.base_lr, warmup=100, time_budget_s=request.time_budget_s, title="tiny base: all machines",
                    progress=request.progress)

@@ -46,20 +46,30 @@ class MachineSource:
     """
 
     def __init__(self, adapters: list[tuple[str, str]], max_len: int, seed: int, stage: int = 2,
-                 edge_weight: float = 0.25, excluded: frozenset[str] = frozenset()):
+                 edge_weight: float = 0.25, excluded: frozenset[str] = frozenset(), curriculum_steps: int = 0):
         self.adapters, self.max_len, self.seed, self.stage = adapters, max_len, seed, stage
-        self.edge_weight, self.excluded = edge_weight, excluded
+        self.edge_weight, self.excluded, self.curriculum_steps = edge_weight, excluded, curriculum_steps
         self.classes = {op: classes(op, max_len) for _, op in adapters}
-        self.fingerprint = f"machines:{adapters}:{max_len}:{stage}:{edge_weight}"
+        self.fingerprint = f"machines:{adapters}:{max_len}:{stage}:{edge_weight}:{curriculum_steps}"
+
+    def longest(self, step: int) -> int:
+        """Curriculum: the longest operand allowed at a step, from 8 digits up to max_len over curriculum_steps.
+
+        Short traces teach the format and the copying many times faster per second of training."""
+        if not self.curriculum_steps or step >= self.curriculum_steps:
+            return self.max_len
+        return min(self.max_len, 8 + (self.max_len - 8) * step // self.curriculum_steps)
 
     def batch(self, step: int, size: int) -> list[dict]:
         rng = named_rng(self.seed, f"batch/{step}")
-        return [self.sample(rng) for _ in range(size)]
+        longest = self.longest(step)
+        return [self.sample(rng, longest) for _ in range(size)]
 
-    def sample(self, rng: random.Random) -> dict:
+    def sample(self, rng: random.Random, longest: int | None = None) -> dict:
         kind, op = self.adapters[rng.randrange(len(self.adapters))]
+        allowed = [c for c in self.classes[op] if longest is None or op in ("mul", "div") or max(c) <= longest]
         while True:
-            a, b = draw_operands(op, rng.choice(self.classes[op]), rng, equal=op == "eq" and rng.random() < 0.25)
+            a, b = draw_operands(op, rng.choice(allowed), rng, equal=op == "eq" and rng.random() < 0.25)
             if OPERATIONS[op].symbol is None or render_expr(op, a, b) not in self.excluded:
                 break
         machine_run = run(op, a, b) if kind != "direct" else None

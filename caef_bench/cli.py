@@ -88,7 +88,7 @@ def _train(args: argparse.Namespace) -> int:
     overrides = {name: value for name, value in (
         ("base_steps", args.base_steps), ("stage1_steps", args.stage1_steps), ("stage2_steps", args.stage2_steps),
         ("max_len", args.max_len), ("base_batch", args.batch), ("stage2_batch", args.batch),
-        ("base_lr", args.base_lr), ("lr", args.lr)) if value is not None}
+        ("base_lr", args.base_lr), ("lr", args.lr), ("curriculum_steps", args.curriculum_steps)) if value is not None}
     request = TrainRequest(
         preset=args.preset, out=Path(args.out), seed=args.seed, base=args.base,
         data=Path(args.data) if args.data else None,
@@ -108,13 +108,22 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _device(args: argparse.Namespace) -> str:
+    """--device, else cuda when torch sees one, else cpu."""
+    if getattr(args, "device", None):
+        return args.device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def _solve(args: argparse.Namespace) -> int:
     from .machines import parse_expression
     from .runtime import Problem, solve_batch
     from .runtime.hf import load_step_model
 
     parse_expression(args.expr)  # bad input fails here, before a model is loaded
-    model = load_step_model(args.model, args.checkpoints, speculative=not args.no_speculative)
+    model = load_step_model(args.model, args.checkpoints, speculative=not args.no_speculative, device=_device(args))
     record = solve_batch([Problem("cli", args.expr)], model, mode="traced")[0]
     if args.trace:
         for i, step in enumerate(record.steps, 1):
@@ -144,7 +153,7 @@ def _run(args: argparse.Namespace) -> int:
     unknown = [c for c in cells if c not in default_cells()]
     if unknown:
         raise ValueError(f"unknown cell(s) {', '.join(unknown)}; expected some of {','.join(default_cells())}")
-    model = load_step_model(args.model, args.checkpoints, speculative=not args.no_speculative)
+    model = load_step_model(args.model, args.checkpoints, speculative=not args.no_speculative, device=_device(args))
     records = Path(args.records or f"work/records/{args.model}")
     records.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -191,13 +200,13 @@ def _onestep(args: argparse.Namespace) -> int:
         folder = Path(args.checkpoints or "checkpoints/tiny") / "base"
         if not (folder / "config.json").exists():
             raise FileNotFoundError(f"no base model at {folder}")
-        model = AutoModelForCausalLM.from_pretrained(folder).float().eval()
+        model = AutoModelForCausalLM.from_pretrained(folder).float().eval().to(_device(args))
         codec = codec_for(AutoTokenizer.from_pretrained(folder), tier_info(folder)["position_scheme"])
         activate = lambda name: None  # noqa: E731
     else:
         from .runtime.hf import load_step_model
 
-        step_model = load_step_model(args.model, args.checkpoints)
+        step_model = load_step_model(args.model, args.checkpoints, device=_device(args))
         model, codec, activate = step_model.model, step_model.codec, step_model._activate
     results = {}
     for kind, ops in (("executor", executors), ("aligner", aligners)):
@@ -263,6 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--batch", type=int, help="override the base and stage-2 batch size (larger on a GPU)")
     train.add_argument("--lr", type=float, help="override the adapters' learning rate")
     train.add_argument("--base-lr", type=float, help="override the tiny base's learning rate")
+    train.add_argument("--curriculum-steps", type=int, help="override the base steps over which operand lengths grow to max")
     train.add_argument("--quiet", action="store_true")
     train.set_defaults(handler=_train)
 
@@ -274,6 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
     onestep.add_argument("--aligners", help="comma-separated ops (default all seven)")
     onestep.add_argument("--per-cell", type=int, default=50, help="cases per test cell (default 50)")
     onestep.add_argument("--seed", type=int, default=0)
+    onestep.add_argument("--device", help="cpu, cuda, … (default: cuda when available)")
     onestep.add_argument("--json", help="also write the results to this JSON file")
     onestep.set_defaults(handler=_onestep)
 
@@ -282,6 +293,7 @@ def build_parser() -> argparse.ArgumentParser:
     solve.add_argument("--model", default="tiny", help="tier: tiny (default), smollm2-135m, llama-3.1-8b")
     solve.add_argument("--checkpoints", help="adapter folder to use instead of the tier's")
     solve.add_argument("--trace", action="store_true", help="print every step")
+    solve.add_argument("--device", help="cpu, cuda, … (default: cuda when available)")
     solve.add_argument("--no-speculative", action="store_true", help="plain greedy decoding, one token per pass")
     solve.set_defaults(handler=_solve)
 
@@ -293,6 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--limit", type=int, help="first N problems per cell")
     run.add_argument("--out", default="results")
     run.add_argument("--records", help="folder of per-problem records (default work/records/<model>); reruns resume")
+    run.add_argument("--device", help="cpu, cuda, … (default: cuda when available)")
     run.add_argument("--no-speculative", action="store_true")
     run.set_defaults(handler=_run)
     return parser

@@ -7,7 +7,7 @@ serves every tier (scheme "standard" gives ordinary positions).
 
 from __future__ import annotations
 
-from caef_bench.models.positions import CoupledCounter
+from caef_bench.models.positions import CoupledCounter, position_ids
 
 
 class _StandardCounter:
@@ -129,3 +129,47 @@ def speculative_greedy(model, codec, prompt: list[int], draft: list[int], max_ne
             pending, pending_positions = [corrected], [counter.next(corrected)]
             proposal = proposal[accepted + 1:]
     return out, passes
+
+
+def verify_drafts(model, codec, prompts: list[list[int]], drafts: list[list[int]],
+                  max_new_tokens: list[int]) -> list[tuple[bool, list[int]]]:
+    """Check many drafts in one batched forward pass: for each row (is the draft exactly the
+    model's greedy completion, the model's greedy tokens up to and including the first miss).
+
+    Row i feeds prompt + draft + </s>; the model's argmax at every draft position
+    says whether greedy decoding would have produced that token. All of them
+    matching (the </s> too) means the greedy completion *is* the draft; otherwise
+    the tokens up to the first miss are the start of the greedy completion, a
+    better draft for `speculative_greedy` to finish. No KV cache: the batch is
+    one pass, right-padded, with each row's own position ids.
+    """
+    import torch
+
+    rows = [(p, d[:limit] + ([codec.eos_id] if len(d) < limit else []))
+            for p, d, limit in zip(prompts, drafts, max_new_tokens)]
+    width = max(len(p) + len(d) for p, d in rows)
+    batch = len(rows)
+    input_ids = torch.full((batch, width), codec.pad_id, dtype=torch.long)
+    mask = torch.zeros((batch, width), dtype=torch.long)
+    positions = torch.zeros((batch, width), dtype=torch.long)
+    for i, (p, d) in enumerate(rows):
+        ids = p + d
+        input_ids[i, :len(ids)] = torch.tensor(ids)
+        mask[i, :len(ids)] = 1
+        positions[i, :len(ids)] = torch.tensor(position_ids(ids, codec.scheme))
+    device = model.device
+    with torch.no_grad():
+        logits = model(input_ids=input_ids.to(device), attention_mask=mask.to(device),
+                       position_ids=positions.to(device)).logits
+        chosen = logits.argmax(-1).cpu().tolist()
+    results = []
+    for i, (p, d) in enumerate(rows):
+        guesses = chosen[i][len(p) - 1:len(p) - 1 + len(d)]
+        accepted = 0
+        while accepted < len(d) and guesses[accepted] == d[accepted]:
+            accepted += 1
+        if accepted == len(d):
+            results.append((True, [t for t in d if t != codec.eos_id]))
+        else:
+            results.append((False, d[:accepted] + [guesses[accepted]]))
+    return results

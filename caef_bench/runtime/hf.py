@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from caef_bench.models.decoding import greedy_ids, speculative_greedy
+from caef_bench.models.decoding import greedy_ids, speculative_greedy, verify_drafts
 from caef_bench.runtime.engine import Completion
 from caef_bench.runtime.stubs import MachineModel
 
@@ -35,6 +35,10 @@ class DecodeStats:
 
 
 class HFStepModel:
+    # Tokens (rows x width) verified in one batched forward pass; the logits are
+    # rows x width x vocabulary, so a pretrained tier's large vocabulary gets fewer rows.
+    verify_tokens = 1 << 17
+
     def __init__(self, model, codec, speculative: bool = True, drafter=None):
         self.model, self.codec, self.speculative = model, codec, speculative
         self.drafter = drafter if drafter is not None else MachineModel(strict=False)
@@ -62,13 +66,37 @@ class HFStepModel:
                 outputs.append(Completion(self.codec.decode(completion), len(completion)))
             return outputs
         drafts = self.drafter.generate(prompts, adapter)
+        draft_ids = [self.codec.completion_ids(draft or prompt.rstrip("\n"))[:-1] for prompt, draft in zip(prompts, drafts)]
+        limits = [self._limit(ids) for ids in prompt_ids]
+        checked = self._verify(prompt_ids, draft_ids, limits)
         outputs = []
-        for prompt, ids, draft in zip(prompts, prompt_ids, drafts):
-            draft_ids = self.codec.completion_ids(draft or prompt.rstrip("\n"))[:-1]
-            completion, passes = speculative_greedy(self.model, self.codec, ids, draft_ids, self._limit(ids))
-            self.stats.add(adapter, passes, len(completion))
-            outputs.append(Completion(self.codec.decode(completion), len(completion)))
+        for ids, limit, (exact, tokens) in zip(prompt_ids, limits, checked):
+            passes = 1
+            if not exact:  # finish it one row at a time, drafting from what the batch pass learned
+                tokens, more = speculative_greedy(self.model, self.codec, ids, tokens, limit)
+                passes += more
+            self.stats.add(adapter, passes, len(tokens))
+            outputs.append(Completion(self.codec.decode(tokens), len(tokens)))
         return outputs
+
+    def _verify(self, prompt_ids, draft_ids, limits):
+        """verify_drafts over the whole call, in batches of similar length (less padding)."""
+        vocabulary = self.model.config.vocab_size
+        rows_per_pass = max(1, self.verify_tokens * 256 // max(vocabulary, 256))
+        order = sorted(range(len(prompt_ids)), key=lambda i: len(prompt_ids[i]) + len(draft_ids[i]))
+        results = [None] * len(prompt_ids)
+        start = 0
+        while start < len(order):
+            width = len(prompt_ids[order[start]]) + len(draft_ids[order[start]]) + 1
+            rows = order[start:start + max(1, rows_per_pass // max(1, width))]
+            # the longest row of this slice sets the padding: shrink the slice until it fits
+            while len(rows) > 1 and len(rows) * (len(prompt_ids[rows[-1]]) + len(draft_ids[rows[-1]]) + 1) > rows_per_pass:
+                rows = rows[:max(1, len(rows) * 3 // 4)]
+            for i, result in zip(rows, verify_drafts(self.model, self.codec, [prompt_ids[i] for i in rows],
+                                                     [draft_ids[i] for i in rows], [limits[i] for i in rows])):
+                results[i] = result
+            start += len(rows)
+        return results
 
 
 class RoutedModel:

@@ -21,6 +21,7 @@ class Preset:
     max_len: int = 100  # operand lengths 1..max_len
     curriculum_steps: int = 0  # >0: operand lengths grow from 8 to max_len over these base steps
     position_scheme: str = "standard"
+    decay: str = "constant"  # learning-rate schedule after warm-up: constant or cosine
     target_modules: str | tuple[str, ...] = "all-linear"
 
 
@@ -33,5 +34,5 @@ PRESETS = {
     # (with coupled positions), then give each machine its LoRA adapter.
     "tiny": Preset("tiny", lora_r=16, lora_alpha=32, lr=1e-3, stage1_batch=4, stage2_batch=16,
                    stage1_steps=20, stage2_steps=300, base_steps=50_000, base_lr=1e-3, base_batch=16,
-                   curriculum_steps=20_000, position_scheme="coupled"),
+                   curriculum_steps=20_000, position_scheme="coupled", decay="cosine"),
 }

@@ -145,7 +145,7 @@ def _base(request: TrainRequest, command: str):
         adapters = [("executor", op) for op in request.executors] + [("aligner", op) for op in request.aligners]
         source = MachineSource(adapters or every, recipe.max_len, request.seed, curriculum_steps=recipe.curriculum_steps)
     result = train(model, _batches(source, recipe.base_batch, codec), runs, workers=request.workers, steps=recipe.base_steps,
-                   lr=recipe.base_lr, warmup=100, time_budget_s=request.time_budget_s, title="tiny base: all machines",
+                   lr=recipe.base_lr, warmup=100, decay=recipe.decay, time_budget_s=request.time_budget_s, title="tiny base: all machines",
                    progress=request.progress)
     save_tiny_base(model, folder, recipe.position_scheme, {"shape": shape_of(model)})
     for name in ("loss.jsonl", "loss.png"):
@@ -159,6 +159,19 @@ def _base(request: TrainRequest, command: str):
         "final_loss": result.final_loss, "complete": not result.stopped_early, "preset": asdict(recipe),
     })
     return model, codec
+
+
+def _to_bf16(path: Path) -> None:
+    """Store an adapter's weights in bf16 (half the bytes: the tiny tier ships ~20 adapters in the repo);
+    peft casts them back to the model's dtype when it loads them."""
+    import torch
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    with safe_open(str(path), framework="pt") as f:
+        metadata = f.metadata()
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    save_file({k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in tensors.items()}, str(path), metadata)
 
 
 def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, command: str) -> dict:
@@ -179,7 +192,7 @@ def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, comma
             continue
         runs = request.out / ".runs" / f"{kind}_{op}" / f"stage{stage}"
         result = train(peft_model, _batches(source, batch, codec), runs, workers=request.workers, steps=steps, lr=recipe.lr,
-                       time_budget_s=request.time_budget_s, title=f"{kind} {op} stage {stage}", progress=request.progress)
+                       warmup=min(20, steps // 10), decay=recipe.decay, time_budget_s=request.time_budget_s, title=f"{kind} {op} stage {stage}", progress=request.progress)
         stages[f"stage{stage}"] = {"steps": result.steps, "tokens": result.tokens, "batch": batch,
                                    "wall_time_s": round(result.seconds, 1), "final_loss": result.final_loss,
                                    "complete": not result.stopped_early}
@@ -192,6 +205,7 @@ def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, comma
     accuracy = one_step_accuracy(peft_model, codec, kind, op, request.eval_per_cell, request.seed) if kind != "direct" else None
     folder.mkdir(parents=True, exist_ok=True)
     peft_model.save_pretrained(folder)
+    _to_bf16(folder / "adapter_model.safetensors")
     manifest = {"adapter": f"{kind}_{op}", "command": command, "seed": request.seed, "data": fingerprints,
                 "stages": stages, "wall_time_s": round(sum(s["wall_time_s"] for s in stages.values()), 1),
                 "device": _device(), "one_step_accuracy": accuracy, "preset": asdict(recipe)}

@@ -50,6 +50,7 @@ class MachineSource:
         self.adapters, self.max_len, self.seed, self.stage = adapters, max_len, seed, stage
         self.edge_weight, self.excluded, self.curriculum_steps = edge_weight, excluded, curriculum_steps
         self.classes = {op: classes(op, max_len) for _, op in adapters}
+        self._allowed: dict[tuple[str, int | None], list] = {}  # (op, longest) -> classes: filtering 10,000 classes per sample dominated
         self.fingerprint = f"machines:{adapters}:{max_len}:{stage}:{edge_weight}:{curriculum_steps}"
 
     def longest(self, step: int) -> int:
@@ -67,7 +68,10 @@ class MachineSource:
 
     def sample(self, rng: random.Random, longest: int | None = None) -> dict:
         kind, op = self.adapters[rng.randrange(len(self.adapters))]
-        allowed = [c for c in self.classes[op] if longest is None or op in ("mul", "div") or max(c) <= longest]
+        allowed = self._allowed.get((op, longest))
+        if allowed is None:
+            allowed = [c for c in self.classes[op] if longest is None or op in ("mul", "div") or max(c) <= longest]
+            self._allowed[(op, longest)] = allowed
         while True:
             a, b = draw_operands(op, rng.choice(allowed), rng, equal=op == "eq" and rng.random() < 0.25)
             if OPERATIONS[op].symbol is None or render_expr(op, a, b) not in self.excluded:

@@ -95,7 +95,7 @@ def _train(args: argparse.Namespace) -> int:
         executors=_ops(args.executors, EXECUTOR_OPS, EXECUTOR_OPS), aligners=_ops(args.aligners, ALIGNED_OPS, ALIGNED_OPS),
         direct=_ops(args.direct, ALIGNED_OPS, ()), overrides=overrides, time_budget_s=args.time_budget,
         eval_per_cell=args.eval_per_cell, progress=not args.quiet, command=args.command_line, device=args.device,
-        workers=args.workers,
+        workers=args.workers, base_init=Path(args.base_init) if args.base_init else None,
     )
     if args.preset != "tiny" and not args.base:
         raise ValueError(f"preset {args.preset!r} trains adapters on a given base: pass --base PATH")
@@ -272,6 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--batch", type=int, help="override the base and stage-2 batch size (larger on a GPU)")
     train.add_argument("--lr", type=float, help="override the adapters' learning rate")
     train.add_argument("--base-lr", type=float, help="override the tiny base's learning rate")
+    train.add_argument("--base-init", help="tiny preset: pre-train the base further, starting from this base folder")
     train.add_argument("--curriculum-steps", type=int, help="override the base steps over which operand lengths grow to max")
     train.add_argument("--quiet", action="store_true")
     train.set_defaults(handler=_train)

@@ -41,6 +41,7 @@ class TrainRequest:
     eval_per_cell: int = 50
     progress: bool = True
     tiny_shape: object = None  # a TinyShape for the tiny base (default: TinyShape())
+    base_init: Path | None = None  # start the tiny base's pre-training from these weights, not a random init
     command: str = "caef_bench.train.recipe.run_training"  # recorded in every manifest
     device: str | None = None  # default: cuda when available, else cpu
     workers: int = 0  # processes building batches ahead of training (worth it on an accelerator)
@@ -70,6 +71,14 @@ def _finished(folder: Path) -> bool:
     manifest = json.loads(path.read_text())
     stages = manifest.get("stages", {}).values()
     return manifest.get("complete", True) and all(stage.get("complete", True) for stage in stages)
+
+
+def _lineage(base_init: Path | None):
+    """The manifest of the base a further round started from (so its whole history stays on record)."""
+    if base_init is None:
+        return "random (seed)"
+    path = Path(base_init) / "manifest.json"
+    return json.loads(path.read_text()) if path.exists() else str(base_init)
 
 
 def _write_manifest(folder: Path, manifest: dict) -> None:
@@ -133,6 +142,8 @@ def _base(request: TrainRequest, command: str):
     if (folder / "manifest.json").exists() and not (runs / "checkpoint").exists():
         # A base cut short by a time budget, shipped without its optimizer state: go on from its weights.
         model = AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32).to(request.torch_device)
+    elif request.base_init is not None:  # a further round of pre-training on an earlier base
+        model = AutoModelForCausalLM.from_pretrained(request.base_init, torch_dtype=torch.float32).to(request.torch_device)
     else:  # new, or resumed from the run's checkpoint by train()
         model = build_tiny_base(request.tiny_shape or TinyShape(), seed=request.seed).to(request.torch_device)
     codec = CaefCodec(recipe.position_scheme)
@@ -157,6 +168,7 @@ def _base(request: TrainRequest, command: str):
         "command": command, "seed": request.seed, "data": source.fingerprint, "steps": result.steps,
         "tokens": result.tokens, "wall_time_s": round(result.seconds, 1), "device": _device(),
         "final_loss": result.final_loss, "complete": not result.stopped_early, "preset": asdict(recipe),
+        "initialised_from": _lineage(request.base_init),
     })
     return model, codec
 

@@ -1,0 +1,71 @@
+"""The learning-rate schedule, further pre-training rounds (--base-init), bf16 adapters, batched draft checks."""
+
+import json
+
+import pytest
+import torch
+from safetensors import safe_open
+
+from caef_bench.machines import trace
+from caef_bench.models.codec import CaefCodec
+from caef_bench.models.decoding import greedy_ids, verify_drafts
+from caef_bench.models.tiny import TinyShape, build_tiny_base
+from caef_bench.train.loop import lr_factor
+from caef_bench.train.recipe import TrainRequest, run_training
+
+MICRO = TinyShape(hidden=32, layers=2, heads=2, ffn=64, max_positions=8192)
+
+
+def test_lr_warms_up_then_decays_to_its_floor_on_a_cosine():
+    assert lr_factor(0, 100, 10, "cosine", 0.05) == pytest.approx(0.1)
+    assert lr_factor(9, 100, 10, "cosine", 0.05) == pytest.approx(1.0)
+    assert lr_factor(10, 100, 10, "cosine", 0.05) == pytest.approx(1.0)
+    middle = lr_factor(55, 100, 10, "cosine", 0.05)
+    assert 0.05 < middle < 1.0 and middle == pytest.approx(0.05 + 0.95 * 0.5)
+    assert lr_factor(100, 100, 10, "cosine", 0.05) == pytest.approx(0.05)
+    assert lr_factor(50, 100, 10, "constant", 0.05) == 1.0
+    with pytest.raises(ValueError, match="unknown lr decay"):
+        lr_factor(50, 100, 0, "linear", 0.05)
+
+
+def _request(out, **extra):
+    return TrainRequest(preset="tiny", out=out, executors=("add",), aligners=(), progress=False, eval_per_cell=1,
+                        tiny_shape=MICRO, overrides={"base_steps": 4, "stage2_steps": 2, "max_len": 4,
+                                                     **extra.pop("overrides", {})}, **extra)
+
+
+def test_a_further_round_starts_from_the_given_base_and_records_its_history(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    run_training(_request(tmp_path / "round1"))
+    first = json.loads((tmp_path / "round1/base/manifest.json").read_text())
+    # zero further steps: the new base must be exactly the one it started from
+    run_training(_request(tmp_path / "round2", base_init=tmp_path / "round1/base", overrides={"base_steps": 0}))
+    second = json.loads((tmp_path / "round2/base/manifest.json").read_text())
+    assert second["initialised_from"] == first and first["initialised_from"] == "random (seed)"
+    before = AutoModelForCausalLM.from_pretrained(tmp_path / "round1/base").state_dict()
+    after = AutoModelForCausalLM.from_pretrained(tmp_path / "round2/base").state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_adapters_are_stored_in_bf16(tmp_path):
+    run_training(_request(tmp_path))
+    with safe_open(str(tmp_path / "executors/add/adapter_model.safetensors"), framework="pt") as f:
+        dtypes = {f.get_tensor(k).dtype for k in f.keys()}
+    assert dtypes == {torch.bfloat16}
+    assert "stage1" not in json.loads((tmp_path / "executors/add/manifest.json").read_text())["stages"]
+
+
+def test_batched_draft_check_agrees_with_greedy_decoding():
+    model = build_tiny_base(MICRO, seed=3).eval()
+    codec = CaefCodec("coupled")
+    prompts = [codec.prompt_ids(source) for source, _ in trace("add", 45, 67)[:3]]
+    limit = 8
+    greedy = [greedy_ids(model, [p], codec, limit)[0] for p in prompts]
+    # a right draft is accepted whole; a draft wrong at one token gives greedy's tokens up to that miss
+    exact = verify_drafts(model, codec, prompts, greedy, [limit] * len(prompts))
+    assert all(ok and tokens == g for (ok, tokens), g in zip(exact, greedy))
+    wrong = [g[:2] + [(g[2] + 1) % 50 + 5] + g[3:] for g in greedy]
+    checked = verify_drafts(model, codec, prompts, wrong, [limit] * len(prompts))
+    for (ok, tokens), g in zip(checked, greedy):
+        assert not ok and tokens == g[:3]

@@ -109,12 +109,9 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _device(args: argparse.Namespace) -> str:
-    """--device, else cuda when torch sees one, else cpu."""
-    if getattr(args, "device", None):
-        return args.device
-    import torch
+    from .models.loading import default_device
 
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    return default_device(args.device)
 
 
 def _solve(args: argparse.Namespace) -> int:

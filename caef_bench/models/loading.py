@@ -177,6 +177,15 @@ def _model_source(base: str | Path) -> tuple[str, bool]:
     return str(base), False  # a hub id such as meta-llama/Llama-3.1-8B
 
 
+def default_device(requested: str | None = None) -> str:
+    """The device asked for, else cuda when torch sees one, else cpu."""
+    if requested:
+        return requested
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def _placement(device) -> dict:
     """from_pretrained arguments that put the weights on `device` as they load (no CPU copy of an 8B model)."""
     if device is None or str(device) == "cpu":

@@ -80,22 +80,24 @@ class HFStepModel:
         return outputs
 
     def _verify(self, prompt_ids, draft_ids, limits):
-        """verify_drafts over the whole call, in batches of similar length (less padding)."""
-        vocabulary = self.model.config.vocab_size
-        rows_per_pass = max(1, self.verify_tokens * 256 // max(vocabulary, 256))
-        order = sorted(range(len(prompt_ids)), key=lambda i: len(prompt_ids[i]) + len(draft_ids[i]))
+        """verify_drafts over the whole call, rows sorted by length (less padding) and packed
+        into passes of at most `budget` padded tokens."""
+        budget = max(1, self.verify_tokens * 256 // max(self.model.config.vocab_size, 256))
+        width = lambda i: len(prompt_ids[i]) + len(draft_ids[i]) + 1  # noqa: E731  (the draft's </s> too)
         results = [None] * len(prompt_ids)
-        start = 0
-        while start < len(order):
-            width = len(prompt_ids[order[start]]) + len(draft_ids[order[start]]) + 1
-            rows = order[start:start + max(1, rows_per_pass // max(1, width))]
-            # the longest row of this slice sets the padding: shrink the slice until it fits
-            while len(rows) > 1 and len(rows) * (len(prompt_ids[rows[-1]]) + len(draft_ids[rows[-1]]) + 1) > rows_per_pass:
-                rows = rows[:max(1, len(rows) * 3 // 4)]
-            for i, result in zip(rows, verify_drafts(self.model, self.codec, [prompt_ids[i] for i in rows],
-                                                     [draft_ids[i] for i in rows], [limits[i] for i in rows])):
+        passes, rows = [], []
+        for i in sorted(range(len(prompt_ids)), key=width):
+            if rows and (len(rows) + 1) * width(i) > budget:  # sorted: the newest row is the widest
+                passes.append(rows)
+                rows = []
+            rows.append(i)
+        if rows:
+            passes.append(rows)
+        for rows in passes:
+            checked = verify_drafts(self.model, self.codec, [prompt_ids[i] for i in rows],
+                                    [draft_ids[i] for i in rows], [limits[i] for i in rows])
+            for i, result in zip(rows, checked):
                 results[i] = result
-            start += len(rows)
         return results
 
 

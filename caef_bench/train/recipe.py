@@ -48,9 +48,9 @@ class TrainRequest:
 
     @property
     def torch_device(self) -> str:
-        import torch
+        from caef_bench.models.loading import default_device
 
-        return self.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        return default_device(self.device)
 
     @property
     def recipe(self) -> Preset:

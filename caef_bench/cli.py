@@ -88,7 +88,8 @@ def _train(args: argparse.Namespace) -> int:
     overrides = {name: value for name, value in (
         ("base_steps", args.base_steps), ("stage1_steps", args.stage1_steps), ("stage2_steps", args.stage2_steps),
         ("max_len", args.max_len), ("base_batch", args.batch), ("stage2_batch", args.batch),
-        ("base_lr", args.base_lr), ("lr", args.lr), ("curriculum_steps", args.curriculum_steps)) if value is not None}
+        ("base_lr", args.base_lr), ("lr", args.lr), ("curriculum_steps", args.curriculum_steps),
+        ("equal_share", args.equal_share), ("short_share", args.short_share)) if value is not None}
     request = TrainRequest(
         preset=args.preset, out=Path(args.out), seed=args.seed, base=args.base,
         data=Path(args.data) if args.data else None,
@@ -96,6 +97,7 @@ def _train(args: argparse.Namespace) -> int:
         direct=_ops(args.direct, ALIGNED_OPS, ()), overrides=overrides, time_budget_s=args.time_budget,
         eval_per_cell=args.eval_per_cell, progress=not args.quiet, command=args.command_line, device=args.device,
         workers=args.workers, base_init=Path(args.base_init) if args.base_init else None,
+        adapter_init=Path(args.adapter_init) if args.adapter_init else None,
     )
     if args.preset != "tiny" and not args.base:
         raise ValueError(f"preset {args.preset!r} trains adapters on a given base: pass --base PATH")
@@ -271,6 +273,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--base-lr", type=float, help="override the tiny base's learning rate")
     train.add_argument("--base-init", help="tiny preset: pre-train the base further, starting from this base folder")
     train.add_argument("--curriculum-steps", type=int, help="override the base steps over which operand lengths grow to max")
+    train.add_argument("--adapter-init", help="train each adapter further, starting from the one of the same name "
+                                              "in this folder (official layout, e.g. checkpoints/tiny)")
+    train.add_argument("--equal-share", type=float, help="override the share of samples with operands of equal length")
+    train.add_argument("--short-share", type=float, help="override the share of samples with operands of at most 10 digits")
     train.add_argument("--quiet", action="store_true")
     train.set_defaults(handler=_train)
 

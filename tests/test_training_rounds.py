@@ -69,3 +69,37 @@ def test_batched_draft_check_agrees_with_greedy_decoding():
     checked = verify_drafts(model, codec, prompts, wrong, [limit] * len(prompts))
     for (ok, tokens), g in zip(checked, greedy):
         assert not ok and tokens == g[:3]
+
+
+def test_a_further_adapter_round_starts_from_the_earlier_adapter(tmp_path):
+    run_training(_request(tmp_path / "round1"))
+    first = json.loads((tmp_path / "round1/executors/add/manifest.json").read_text())
+    # the same base, each adapter started from round 1's, zero further steps: the very same weights
+    run_training(_request(tmp_path / "round2", base=str(tmp_path / "round1/base"), adapter_init=tmp_path / "round1",
+                          overrides={"stage2_steps": 0}))
+    second = json.loads((tmp_path / "round2/executors/add/manifest.json").read_text())
+    assert second["initialised_from"] == first
+    with safe_open(str(tmp_path / "round1/executors/add/adapter_model.safetensors"), framework="pt") as f:
+        before = {k: f.get_tensor(k) for k in f.keys()}
+    with safe_open(str(tmp_path / "round2/executors/add/adapter_model.safetensors"), framework="pt") as f:
+        after = {k: f.get_tensor(k) for k in f.keys()}
+    assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
+    with pytest.raises(FileNotFoundError, match="no executor adapter for add"):
+        run_training(_request(tmp_path / "round3", base=str(tmp_path / "round1/base"), adapter_init=tmp_path / "nowhere"))
+
+
+def test_equal_and_short_operands_get_the_shares_asked_for():
+    from caef_bench.train.sources import MachineSource
+
+    plain = MachineSource([("executor", "add")], max_len=100, seed=0)
+    weighted = MachineSource([("executor", "add")], max_len=100, seed=0, equal_share=0.4, short_share=0.2)
+    assert "equal" not in plain.fingerprint and "equal=0.4" in weighted.fingerprint
+
+    def shares(source):
+        lengths = [(len(s["meta"]["a"]), len(s["meta"]["b"])) for s in source.batch(0, 2000)]
+        return (sum(a == b for a, b in lengths) / len(lengths), sum(max(a, b) <= 10 for a, b in lengths) / len(lengths))
+
+    equal, short = shares(weighted)
+    assert 0.37 < equal < 0.47 and 0.18 < short < 0.28  # 0.4 (+1% uniform), 0.2 (+1% uniform, +0.4% equal)
+    equal, short = shares(plain)
+    assert equal < 0.03 and short < 0.03

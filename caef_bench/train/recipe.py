@@ -42,6 +42,7 @@ class TrainRequest:
     progress: bool = True
     tiny_shape: object = None  # a TinyShape for the tiny base (default: TinyShape())
     base_init: Path | None = None  # start the tiny base's pre-training from these weights, not a random init
+    adapter_init: Path | None = None  # start each adapter from the one of the same name in this folder (official layout)
     command: str = "caef_bench.train.recipe.run_training"  # recorded in every manifest
     device: str | None = None  # default: cuda when available, else cpu
     workers: int = 0  # processes building batches ahead of training (worth it on an accelerator)
@@ -74,7 +75,7 @@ def _finished(folder: Path) -> bool:
 
 
 def _lineage(base_init: Path | None):
-    """The manifest of the base a further round started from (so its whole history stays on record)."""
+    """The manifest of the checkpoint a further round started from (so its whole history stays on record)."""
     if base_init is None:
         return "random (seed)"
     path = Path(base_init) / "manifest.json"
@@ -115,7 +116,8 @@ def _source(request: TrainRequest, kind: str, op: str, stage: int):
         return FileSource([path], request.seed) if path.exists() else None
     if stage == 1 and kind != "executor":
         return None  # explanations exist for the machines only
-    return MachineSource([(kind, op)], recipe.max_len, request.seed + stage, stage=stage)
+    return MachineSource([(kind, op)], recipe.max_len, request.seed + stage, stage=stage,
+                         equal_share=recipe.equal_share, short_share=recipe.short_share)
 
 
 def _base(request: TrainRequest, command: str):
@@ -154,7 +156,8 @@ def _base(request: TrainRequest, command: str):
     else:  # the machines the run trains adapters for (all of them by default)
         every = [("executor", op) for op in EXECUTOR_OPS] + [("aligner", op) for op in ALIGNED_OPS]
         adapters = [("executor", op) for op in request.executors] + [("aligner", op) for op in request.aligners]
-        source = MachineSource(adapters or every, recipe.max_len, request.seed, curriculum_steps=recipe.curriculum_steps)
+        source = MachineSource(adapters or every, recipe.max_len, request.seed, curriculum_steps=recipe.curriculum_steps,
+                               equal_share=recipe.equal_share, short_share=recipe.short_share)
     result = train(model, _batches(source, recipe.base_batch, codec), runs, workers=request.workers, steps=recipe.base_steps,
                    lr=recipe.base_lr, warmup=100, decay=recipe.decay, time_budget_s=request.time_budget_s, title="tiny base: all machines",
                    progress=request.progress)
@@ -186,6 +189,27 @@ def _to_bf16(path: Path) -> None:
     save_file({k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in tensors.items()}, str(path), metadata)
 
 
+def _init_adapter(peft_model, folder: Path | None, kind: str, op: str):
+    """Load an earlier adapter's weights into the fresh LoRA layers (a further round of training);
+    returns that adapter's manifest (or path), for the new manifest's lineage."""
+    if folder is None:
+        return None
+    from peft import set_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    source = Path(folder) / KIND_FOLDERS[kind] / op
+    weights = source / "adapter_model.safetensors"
+    if not weights.exists():
+        raise FileNotFoundError(f"--adapter-init: no {kind} adapter for {op} at {source}")
+    state = {k: v.float() for k, v in load_file(str(weights)).items()}
+    outcome = set_peft_model_state_dict(peft_model, state)
+    missing = [k for k in outcome.missing_keys if "lora_" in k]
+    if missing or outcome.unexpected_keys:  # a different rank or target modules: not a continuation
+        raise ValueError(f"--adapter-init: {weights} does not fit this preset's LoRA layers "
+                         f"(missing {missing[:3]}, unexpected {list(outcome.unexpected_keys)[:3]})")
+    return _lineage(source)
+
+
 def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, command: str) -> dict:
     """Stage 1 then stage 2 LoRA training of one adapter on the frozen base; returns its manifest."""
     from peft import LoraConfig, get_peft_model
@@ -197,6 +221,7 @@ def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, comma
     config = LoraConfig(r=recipe.lora_r, lora_alpha=recipe.lora_alpha, target_modules=recipe.target_modules,
                         lora_dropout=0.0, task_type="CAUSAL_LM")
     peft_model = get_peft_model(model, config)
+    initialised_from = _init_adapter(peft_model, request.adapter_init, kind, op)
     stages, fingerprints = {}, []
     for stage, steps, batch in ((1, recipe.stage1_steps, recipe.stage1_batch), (2, recipe.stage2_steps, recipe.stage2_batch)):
         source = _source(request, kind, op, stage)
@@ -221,6 +246,8 @@ def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, comma
     manifest = {"adapter": f"{kind}_{op}", "command": command, "seed": request.seed, "data": fingerprints,
                 "stages": stages, "wall_time_s": round(sum(s["wall_time_s"] for s in stages.values()), 1),
                 "device": _device(), "one_step_accuracy": accuracy, "preset": asdict(recipe)}
+    if initialised_from is not None:
+        manifest["initialised_from"] = initialised_from
     _write_manifest(folder, manifest)
     peft_model.unload()  # take the LoRA layers out: the next adapter starts from the same base
     return manifest

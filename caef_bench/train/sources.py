@@ -43,15 +43,31 @@ class MachineSource:
     operand lengths up to `max_len` (the protocol's classes), operands, and for
     executors one transition (first and last ones get extra weight, as in the
     protocol's sampling). Stage 1 prefixes the machine's explanation.
+
+    Classes are drawn uniformly, except that a share `equal_share` of the
+    samples of two-operand machines come from classes of equal lengths and a
+    share `short_share` from classes of at most SHORT digits. Uniform over
+    10,000 (len a, len b) pairs, equal lengths are 1% of the data and pairs of
+    5-digit operands 0.25%, yet every test cell has operands of equal length
+    (the protocol's), and a 5-digit addition must get every one of its 6 steps
+    right: equal lengths end both tapes at once, a step the uniform mixture
+    hardly shows (it was the last step that failed most at 100 digits).
     """
 
+    SHORT = 10
+
     def __init__(self, adapters: list[tuple[str, str]], max_len: int, seed: int, stage: int = 2,
-                 edge_weight: float = 0.25, excluded: frozenset[str] = frozenset(), curriculum_steps: int = 0):
+                 edge_weight: float = 0.25, excluded: frozenset[str] = frozenset(), curriculum_steps: int = 0,
+                 equal_share: float = 0.0, short_share: float = 0.0):
         self.adapters, self.max_len, self.seed, self.stage = adapters, max_len, seed, stage
         self.edge_weight, self.excluded, self.curriculum_steps = edge_weight, excluded, curriculum_steps
+        self.equal_share, self.short_share = equal_share, short_share
         self.classes = {op: classes(op, max_len) for _, op in adapters}
-        self._allowed: dict[tuple[str, int | None], list] = {}  # (op, longest) -> classes: filtering 10,000 classes per sample dominated
+        # (op, longest, pool) -> classes: filtering 10,000 classes per sample dominated the sampling time
+        self._allowed: dict[tuple[str, int | None, str], list] = {}
         self.fingerprint = f"machines:{adapters}:{max_len}:{stage}:{edge_weight}:{curriculum_steps}"
+        if equal_share or short_share:  # (older fingerprints stay as they were)
+            self.fingerprint += f":equal={equal_share}:short={short_share}"
 
     def longest(self, step: int) -> int:
         """Curriculum: the longest operand allowed at a step, from 8 digits up to max_len over curriculum_steps.
@@ -68,10 +84,18 @@ class MachineSource:
 
     def sample(self, rng: random.Random, longest: int | None = None) -> dict:
         kind, op = self.adapters[rng.randrange(len(self.adapters))]
-        allowed = self._allowed.get((op, longest))
+        pool = "all"
+        if op not in ("mul", "div", "left_mask") and (self.equal_share or self.short_share):
+            roll = rng.random()  # drawn only when weighting is on, so unweighted streams are unchanged
+            pool = "equal" if roll < self.equal_share else "short" if roll < self.equal_share + self.short_share else "all"
+        allowed = self._allowed.get((op, longest, pool))
         if allowed is None:
             allowed = [c for c in self.classes[op] if longest is None or op in ("mul", "div") or max(c) <= longest]
-            self._allowed[(op, longest)] = allowed
+            if pool == "equal":
+                allowed = [c for c in allowed if c[0] == c[1]]
+            elif pool == "short":
+                allowed = [c for c in allowed if max(c) <= self.SHORT]
+            self._allowed[(op, longest, pool)] = allowed
         while True:
             a, b = draw_operands(op, rng.choice(allowed), rng, equal=op == "eq" and rng.random() < 0.25)
             if OPERATIONS[op].symbol is None or render_expr(op, a, b) not in self.excluded:

@@ -80,29 +80,61 @@ def greedy_texts(model, codec, prompts: list[str], max_new_tokens: int | list[in
     return texts
 
 
-def speculative_greedy(model, codec, prompt: list[int], draft: list[int], max_new_tokens: int) -> tuple[list[int], int]:
+LOOKUP_NGRAM = 3  # tokens of the output's end looked up in the draft and the prompt after a miss
+LOOKUP_WINDOW = 16  # how far from the aligned place a match may lie (farther ones are chance repeats of digits)
+MIN_PROPOSAL = 8  # proposal length after a proposal that failed early (a wrong guess costs a pass over every token it holds)
+
+
+def realign(out: list[int], sources: list[list[int]], ngram: int = LOOKUP_NGRAM, window: int = LOOKUP_WINDOW) -> list[int] | None:
+    """What follows the last `ngram` tokens of `out` in one of `sources`, from the match nearest to
+    where `out` ends (a step's texts are aligned token for token but for the few the step changes);
+    None when no source holds them within `window` tokens of that place.
+
+    After the model leaves the draft, its own output usually goes on as some text in view: the draft
+    shifted by a token (a head marker written one cell off), or the input's own command line (a
+    step that keeps going where the machine halts). Proposing that text keeps such a step at a few
+    passes instead of one pass per token.
+    """
+    if len(out) < ngram:
+        return None
+    key, here = out[-ngram:], len(out)
+    best, best_distance = None, window + 1
+    for source in sources:
+        lo, hi = max(ngram, here - window), min(len(source), here + window)
+        for end in range(lo, hi + 1):  # end: the index after the match
+            if source[end - ngram:end] == key and abs(end - here) < best_distance and end < len(source):
+                best, best_distance = source[end:], abs(end - here)
+    return best
+
+
+def speculative_greedy(model, codec, prompt: list[int], draft: list[int], max_new_tokens: int,
+                       sources: list[list[int]] | None = None) -> tuple[list[int], int]:
     """The model's greedy completion of one prompt, verified against a draft; returns (ids, forward passes).
 
     Each forward pass feeds the tokens not yet in the cache plus a proposal; the
     model's own argmax at every proposed position decides, so the result is
     exactly the greedy output whatever the draft: a perfect draft costs one pass
     per step, a useless one about one pass per token, as plain decoding. After a
-    mismatch the rest of the draft is proposed again, shifted past the corrected
-    token, so a step that differs from the draft in one digit costs two passes.
+    mismatch the next proposal is what follows the output's last tokens in the
+    draft or the prompt (`realign`, also over `sources` when given: e.g. a fuller
+    draft of which `draft` is only the confirmed start), or else the rest of the
+    draft shifted past the corrected token, so a step that differs from the
+    draft in one digit costs two passes.
     """
     import copy
 
     import torch
 
     counter = _counter(codec.scheme)
+    lookup = [list(s) + [codec.eos_id] for s in ([draft, prompt] + list(sources or []))]
     pending = list(prompt)  # tokens the cache has not seen yet
     pending_positions = [counter.next(t) for t in prompt]
-    proposal = list(draft) + [codec.eos_id]
+    guess = list(draft) + [codec.eos_id]  # what the output is expected to go on with
     out: list[int] = []
-    cache, passes = None, 0
+    cache, passes, cap = None, 0, max_new_tokens + 1
     with torch.no_grad():
         while len(out) < max_new_tokens:
-            proposal = proposal[: max_new_tokens - len(out)]
+            proposal = guess[: min(cap, max_new_tokens - len(out))]
             trial = copy.copy(counter)
             proposal_positions = [trial.next(t) for t in proposal]
             result = model(input_ids=torch.tensor([pending + proposal], device=model.device),
@@ -127,7 +159,12 @@ def speculative_greedy(model, codec, prompt: list[int], draft: list[int], max_ne
                     return out, passes
             corrected = chosen[accepted]  # not in the cache yet: it leads the next pass
             pending, pending_positions = [corrected], [counter.next(corrected)]
-            proposal = proposal[accepted + 1:]
+            held = accepted < len(guess) and corrected == guess[accepted]  # a cut-off proposal, all of it right
+            # A proposal that failed early was a poor guess: propose less next time, more again as guesses
+            # hold, so a model that has left every draft costs few tokens per pass (as plain decoding)
+            # and one that follows them costs few passes.
+            cap = 2 * cap if held else max(MIN_PROPOSAL, 2 * accepted)
+            guess = guess[accepted + 1:] if held else realign(out, lookup) or guess[accepted + 1:]
     return out, passes
 
 

@@ -70,10 +70,10 @@ class HFStepModel:
         limits = [self._limit(ids) for ids in prompt_ids]
         checked = self._verify(prompt_ids, draft_ids, limits)
         outputs = []
-        for ids, limit, (exact, tokens) in zip(prompt_ids, limits, checked):
+        for ids, draft, limit, (exact, tokens) in zip(prompt_ids, draft_ids, limits, checked):
             passes = 1
-            if not exact:  # finish it one row at a time, drafting from what the batch pass learned
-                tokens, more = speculative_greedy(self.model, self.codec, ids, tokens, limit)
+            if not exact:  # finish it one row at a time, from what the batch pass confirmed, realigning on the draft
+                tokens, more = speculative_greedy(self.model, self.codec, ids, tokens, limit, sources=[draft])
                 passes += more
             self.stats.add(adapter, passes, len(tokens))
             outputs.append(Completion(self.codec.decode(tokens), len(tokens)))

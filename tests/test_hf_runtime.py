@@ -104,3 +104,19 @@ def test_a_rerun_scores_every_problem_not_only_the_new_ones(memorised, tmp_path)
     result = json.loads((tmp_path / "results" / "table1_caef.json").read_text())
     assert result["results"]["add_5"]["end_to_end"]["n"] == 3
     assert len((tmp_path / "records" / "caef_add_5.jsonl").read_text().splitlines()) == 3
+
+
+def test_weights_fingerprint_names_the_adapters_and_base(memorised, tmp_path):
+    import shutil
+
+    from caef_bench.models.loading import get_tier, weights_fingerprint
+
+    tier = get_tier("tiny", base=memorised / "base", adapters=memorised)
+    assert weights_fingerprint(tier) == weights_fingerprint(get_tier("tiny", base=memorised / "base", adapters=memorised))
+    copy = tmp_path / "copy"
+    shutil.copytree(memorised, copy)
+    assert weights_fingerprint(get_tier("tiny", base=copy / "base", adapters=copy)) == weights_fingerprint(tier)
+    weights = copy / "executors/add/adapter_model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-1] + b"\0")  # one byte of one adapter differs
+    assert weights_fingerprint(get_tier("tiny", base=copy / "base", adapters=copy)) != weights_fingerprint(tier)
+    assert load_step_model("tiny", str(memorised)).fingerprint == weights_fingerprint(tier)

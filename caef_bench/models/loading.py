@@ -288,9 +288,33 @@ def load(tier: str | Tier, ops: Iterable[str] | None = None, device: str = "cpu"
     return LoadedTier(model, tokenizer, tier, loaded_adapters(model))
 
 
+def weights_fingerprint(tier: Tier) -> str:
+    """A short hash that names the weights a run used, so results and resumable records made with
+    other weights are never mixed: every adapter file's bytes, and the base's file names and sizes
+    (an 8B base is too large to hash on every run) and config."""
+    import hashlib
+
+    digest = hashlib.sha256(f"{tier.name}|{tier.position_scheme}".encode())
+    base = Path(tier.base)
+    if base.is_dir():
+        for path in sorted(base.rglob("*")):
+            if path.is_file():
+                digest.update(f"{path.relative_to(base)}:{path.stat().st_size}".encode())
+                if path.name == "config.json" or path.suffix == ".safetensors" and path.stat().st_size < 1 << 27:
+                    digest.update(path.read_bytes())
+    else:
+        digest.update(str(tier.base).encode())
+    if tier.adapters is not None:
+        root = Path(tier.adapters)
+        for path in sorted(root.rglob("adapter_model.safetensors")):
+            if ".runs" not in path.parts:
+                digest.update(str(path.relative_to(root)).encode() + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
 __all__ = [
     "KINDS", "LLAMA_HUB_ID", "TIERS", "LoadedTier", "Tier",
     "adapter_dir", "adapter_name", "aligner_name", "executor_name", "get_tier", "load",
     "load_adapters", "load_base", "loaded_adapters", "position_scheme_of", "save_adapter",
-    "torch_dtype", "use_adapter",
+    "torch_dtype", "use_adapter", "weights_fingerprint",
 ]

@@ -39,8 +39,9 @@ class HFStepModel:
     # rows x width x vocabulary, so a pretrained tier's large vocabulary gets fewer rows.
     verify_tokens = 1 << 17
 
-    def __init__(self, model, codec, speculative: bool = True, drafter=None):
+    def __init__(self, model, codec, speculative: bool = True, drafter=None, fingerprint: str | None = None):
         self.model, self.codec, self.speculative = model, codec, speculative
+        self.fingerprint = fingerprint  # names the weights (models.loading.weights_fingerprint)
         self.drafter = drafter if drafter is not None else MachineModel(strict=False)
         self.stats = DecodeStats()
 
@@ -121,7 +122,7 @@ def load_step_model(tier: str = "tiny", checkpoints: str | None = None, speculat
     from pathlib import Path
 
     from caef_bench.models.codec import codec_for
-    from caef_bench.models.loading import load
+    from caef_bench.models.loading import load, weights_fingerprint
 
     overrides = {}
     if checkpoints:
@@ -129,4 +130,5 @@ def load_step_model(tier: str = "tiny", checkpoints: str | None = None, speculat
         if tier == "tiny":
             overrides["base"] = Path(checkpoints) / "base"
     loaded = load(tier, device=device, **overrides)
-    return HFStepModel(loaded.model, codec_for(loaded.tokenizer, loaded.tier.position_scheme), speculative)
+    return HFStepModel(loaded.model, codec_for(loaded.tokenizer, loaded.tier.position_scheme), speculative,
+                       fingerprint=weights_fingerprint(loaded.tier))

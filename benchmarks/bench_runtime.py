@@ -35,7 +35,12 @@ def main() -> None:
         timings[name] = time.perf_counter() - start
     same = all([s.output for s in a.steps] == [s.output for s in b.steps] and a.final == b.final
                for a, b in zip(records["paper loop"], records["speculative"]))
-    print(f"{args.cell}, {len(problems)} problems, model {args.model} {args.checkpoints or ''}")
+    import platform
+
+    import torch
+
+    print(f"{args.cell}, {len(problems)} problems, model {args.model} {args.checkpoints or ''} (weights {ours.fingerprint}), "
+          f"{platform.machine()}, {torch.get_num_threads()} torch threads")
     print(f"identical answers and step texts: {same}; correct: "
           f"{sum(r.correct for r in records['speculative'])}/{len(problems)}")
     for name, model in (("paper loop", paper), ("speculative", ours)):

@@ -100,9 +100,9 @@ def realign(out: list[int], sources: list[list[int]], ngram: int = LOOKUP_NGRAM,
     key, here = out[-ngram:], len(out)
     best, best_distance = None, window + 1
     for source in sources:
-        lo, hi = max(ngram, here - window), min(len(source), here + window)
-        for end in range(lo, hi + 1):  # end: the index after the match
-            if source[end - ngram:end] == key and abs(end - here) < best_distance and end < len(source):
+        # end: the index after the match, short of the source's end (a match there leaves nothing to propose)
+        for end in range(max(ngram, here - window), min(len(source) - 1, here + window) + 1):
+            if source[end - ngram:end] == key and abs(end - here) < best_distance:
                 best, best_distance = source[end:], abs(end - here)
     return best
 

@@ -299,8 +299,9 @@ def weights_fingerprint(tier: Tier) -> str:
     if base.is_dir():
         for path in sorted(base.rglob("*")):
             if path.is_file():
-                digest.update(f"{path.relative_to(base)}:{path.stat().st_size}".encode())
-                if path.name == "config.json" or path.suffix == ".safetensors" and path.stat().st_size < 1 << 27:
+                size = path.stat().st_size
+                digest.update(f"{path.relative_to(base)}:{size}".encode())
+                if path.name == "config.json" or (path.suffix == ".safetensors" and size < 1 << 27):
                     digest.update(path.read_bytes())
     else:
         digest.update(str(tier.base).encode())

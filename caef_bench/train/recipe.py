@@ -74,12 +74,13 @@ def _finished(folder: Path) -> bool:
     return manifest.get("complete", True) and all(stage.get("complete", True) for stage in stages)
 
 
-def _lineage(base_init: Path | None):
-    """The manifest of the checkpoint a further round started from (so its whole history stays on record)."""
-    if base_init is None:
+def _lineage(start: Path | None):
+    """The manifest of the checkpoint (base or adapter) a further round started from, so its whole
+    history stays on record."""
+    if start is None:
         return "random (seed)"
-    path = Path(base_init) / "manifest.json"
-    return json.loads(path.read_text()) if path.exists() else str(base_init)
+    path = Path(start) / "manifest.json"
+    return json.loads(path.read_text()) if path.exists() else str(start)
 
 
 def _write_manifest(folder: Path, manifest: dict) -> None:

@@ -89,7 +89,8 @@ def _train(args: argparse.Namespace) -> int:
         ("base_steps", args.base_steps), ("stage1_steps", args.stage1_steps), ("stage2_steps", args.stage2_steps),
         ("max_len", args.max_len), ("base_batch", args.batch), ("stage2_batch", args.batch),
         ("base_lr", args.base_lr), ("lr", args.lr), ("curriculum_steps", args.curriculum_steps),
-        ("equal_share", args.equal_share), ("short_share", args.short_share)) if value is not None}
+        ("equal_share", args.equal_share), ("short_share", args.short_share),
+        ("same_share", args.same_share), ("near_share", args.near_share)) if value is not None}
     request = TrainRequest(
         preset=args.preset, out=Path(args.out), seed=args.seed, base=args.base,
         data=Path(args.data) if args.data else None,
@@ -279,6 +280,9 @@ def build_parser() -> argparse.ArgumentParser:
                                               "in this folder (official layout, e.g. checkpoints/tiny)")
     train.add_argument("--equal-share", type=float, help="override the share of samples with operands of equal length")
     train.add_argument("--short-share", type=float, help="override the share of samples with operands of at most 10 digits")
+    train.add_argument("--same-share", type=float, help="override the share of comparison samples with a == b")
+    train.add_argument("--near-share", type=float,
+                       help="override the share of comparison samples with b = a but for one digit")
     train.add_argument("--quiet", action="store_true")
     train.set_defaults(handler=_train)
 

@@ -103,3 +103,29 @@ def test_equal_and_short_operands_get_the_shares_asked_for():
     assert 0.37 < equal < 0.47 and 0.18 < short < 0.28  # 0.4 (+1% uniform), 0.2 (+1% uniform, +0.4% equal)
     equal, short = shares(plain)
     assert equal < 0.03 and short < 0.03
+
+
+def test_comparisons_get_equal_and_one_digit_apart_pairs_at_the_step_that_decides():
+    from caef_bench.machines import run
+    from caef_bench.train.sources import MachineSource
+
+    source = MachineSource([("executor", "eq")], max_len=30, seed=0, same_share=0.3, near_share=0.4)
+    assert "same=0.3:near=0.4" in source.fingerprint
+    samples = source.batch(0, 2000)
+    pairs = [(s["meta"]["a"], s["meta"]["b"]) for s in samples]
+    same = sum(a == b for a, b in pairs) / len(pairs)
+    near = [s for s, (a, b) in zip(samples, pairs)
+            if len(a) == len(b) and sum(x != y for x, y in zip(a, b)) == 1]
+    assert 0.3 < same < 0.4  # 0.3, plus random pairs that happen to be equal (1-digit classes, eq's own quarter)
+    assert 0.35 < len(near) / len(pairs) < 0.5
+    # Half the near pairs train the transition whose next command first compares the changed digit.
+    deciding = 0
+    for sample in near:
+        a, b = sample["meta"]["a"], sample["meta"]["b"]
+        k = next(i for i, (x, y) in enumerate(zip(a[::-1], b[::-1])) if x != y)
+        source_text, target = run("eq", int(a), int(b)).transition(k)
+        deciding += sample["prompt"] == source_text and "False" in target.split("\n")[1]
+    assert 0.45 < deciding / len(near) < 0.7
+    # Other machines draw as before.
+    plain = MachineSource([("executor", "add")], max_len=30, seed=0)
+    assert MachineSource([("executor", "add")], max_len=30, seed=0, near_share=0.4).batch(3, 8) == plain.batch(3, 8)

@@ -114,6 +114,15 @@ def draw_operands(op: str, cls: tuple[int, int], rng: random.Random, equal: bool
     return a, b
 
 
+def change_one_digit(a: int, rng: random.Random) -> tuple[int, int]:
+    """a with one digit replaced by another (never a leading zero); returns (b, k), k counted from the right."""
+    digits = str(a)
+    k = rng.randrange(len(digits))
+    index = len(digits) - 1 - k
+    choices = [d for d in "0123456789" if d != digits[index] and not (d == "0" and index == 0 and len(digits) > 1)]
+    return int(digits[:index] + rng.choice(choices) + digits[index + 1:]), k
+
+
 def _excluded_expressions() -> set[str]:
     if not DEFAULT_DATA_DIR.is_dir():
         return set()

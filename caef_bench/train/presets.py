@@ -23,6 +23,8 @@ class Preset:
     position_scheme: str = "standard"
     equal_share: float = 0.0  # share of samples drawn from equal-length classes (caef_bench.train.sources)
     short_share: float = 0.0  # share drawn from classes of operands of at most 10 digits
+    same_share: float = 0.0  # comparisons only: share of samples with a == b
+    near_share: float = 0.0  # comparisons only: share with b = a but for one digit
     decay: str = "constant"  # learning-rate schedule after warm-up: constant or cosine
     target_modules: str | tuple[str, ...] = "all-linear"
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from caef_bench.data.direct import direct_prompt
 from caef_bench.data.explanations import stage1_preamble
 from caef_bench.data.testsets import named_rng, render_expr, solve
-from caef_bench.data.training import classes, draw_operands
+from caef_bench.data.training import change_one_digit, classes, draw_operands
 from caef_bench.machines import OPERATIONS, run
 
 
@@ -36,6 +36,9 @@ class FileSource:
         return [self.samples[rng.randrange(len(self.samples))] for _ in range(size)]
 
 
+COMPARISONS = ("gt", "lt", "eq")
+
+
 class MachineSource:
     """Transitions drawn from the machines on the fly: unlimited, never stored.
 
@@ -52,22 +55,34 @@ class MachineSource:
     (the protocol's), and a 5-digit addition must get every one of its 6 steps
     right: equal lengths end both tapes at once, a step the uniform mixture
     hardly shows (it was the last step that failed most at 100 digits).
+
+    The comparisons (gt, lt, eq) decide at each step from the digit pair under
+    the heads, and random operands differ in their first digit 9 times in 10:
+    the step after a run of equal digits is rare, and eq learnt to say False at
+    the first pair whatever it held. A share `same_share` of their samples has
+    a == b, and a share `near_share` has b = a with one digit changed; of those,
+    half are the transition that first compares the changed digit (step k for
+    the k-th digit from the right: the command of a comparison's next state
+    is decided by the pair its heads have just moved onto).
     """
 
     SHORT = 10
 
     def __init__(self, adapters: list[tuple[str, str]], max_len: int, seed: int, stage: int = 2,
                  edge_weight: float = 0.25, excluded: frozenset[str] = frozenset(), curriculum_steps: int = 0,
-                 equal_share: float = 0.0, short_share: float = 0.0):
+                 equal_share: float = 0.0, short_share: float = 0.0, same_share: float = 0.0, near_share: float = 0.0):
         self.adapters, self.max_len, self.seed, self.stage = adapters, max_len, seed, stage
         self.edge_weight, self.excluded, self.curriculum_steps = edge_weight, excluded, curriculum_steps
         self.equal_share, self.short_share = equal_share, short_share
+        self.same_share, self.near_share = same_share, near_share
         self.classes = {op: classes(op, max_len) for _, op in adapters}
         # (op, longest, pool) -> classes: filtering 10,000 classes per sample dominated the sampling time
         self._allowed: dict[tuple[str, int | None, str], list] = {}
         self.fingerprint = f"machines:{adapters}:{max_len}:{stage}:{edge_weight}:{curriculum_steps}"
         if equal_share or short_share:  # (older fingerprints stay as they were)
             self.fingerprint += f":equal={equal_share}:short={short_share}"
+        if same_share or near_share:
+            self.fingerprint += f":same={same_share}:near={near_share}"
 
     def longest(self, step: int) -> int:
         """Curriculum: the longest operand allowed at a step, from 8 digits up to max_len over curriculum_steps.
@@ -96,8 +111,17 @@ class MachineSource:
             elif pool == "short":
                 allowed = [c for c in allowed if max(c) <= self.SHORT]
             self._allowed[(op, longest, pool)] = allowed
+        pair, changed = "random", None
+        if op in COMPARISONS and (self.same_share or self.near_share):
+            roll = rng.random()
+            pair = "same" if roll < self.same_share else "near" if roll < self.same_share + self.near_share else "random"
         while True:
-            a, b = draw_operands(op, rng.choice(allowed), rng, equal=op == "eq" and rng.random() < 0.25)
+            cls = rng.choice(allowed)
+            if pair == "random":
+                a, b = draw_operands(op, cls, rng, equal=op == "eq" and rng.random() < 0.25)
+            else:
+                a, _ = draw_operands(op, (cls[0], cls[0]), rng)
+                b, changed = (a, None) if pair == "same" else change_one_digit(a, rng)
             if OPERATIONS[op].symbol is None or render_expr(op, a, b) not in self.excluded:
                 break
         machine_run = run(op, a, b) if kind != "direct" else None
@@ -111,6 +135,8 @@ class MachineSource:
         last = len(machine_run) - 1
         roll = rng.random()
         step = 0 if roll < self.edge_weight / 2 else last if roll < self.edge_weight else rng.randint(0, last)
+        if changed is not None and rng.random() < 0.5:
+            step = changed
         source, target = machine_run.transition(step)
         if self.stage == 1:
             source = stage1_preamble(OPERATIONS[op].machine) + source

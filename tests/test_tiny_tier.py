@@ -68,18 +68,73 @@ def test_coupled_positions_align_the_output_tape_with_the_input_tape():
     assert position_ids(ids, "standard") == list(range(len(ids)))
 
 
-def test_cached_batched_greedy_equals_full_recomputation():
+def _cell_ids(names, positions, start, end):
+    """Per field (id // FIELD_STRIDE) of names[start:end]: {id: digit} of its digit cells."""
+    fields = {}
+    for name, position in zip(names[start:end], positions[start:end]):
+        if name.startswith("|"):
+            fields.setdefault(position // FIELD_STRIDE, {})[position] = name[1]
+    return fields
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "gt", "lt", "eq"])
+def test_expression_digits_get_the_ids_of_the_tape_cells_they_land_on(op):
+    from caef_bench.data.testsets import render_expr, solve
+    from caef_bench.machines import run
+
+    codec = CaefCodec("coupled-expr")
+    a, b = {"mul": (987654321, 12), "div": (9876543 * 12 + 5, 9876543)}.get(op, (987654321, 123456789))
+    machine_run, expr = run(op, a, b), render_expr(op, a, b)
+    # Aligner (I): expression -> start state. Each operand digit has the id of its cell in the completion.
+    ids = codec.prompt_ids(expr) + codec.completion_ids(machine_run.start_text())
+    names, positions = tokens(ids), position_ids(ids, "coupled-expr")
+    sep = names.index("<sep>")
+    tape_a, tape_b = list(_cell_ids(names, positions, sep, len(ids)).values())[:2]
+    digits = {p: n for n, p in zip(names[1:sep], positions[1:sep]) if n.isdigit()}
+    assert digits == {**tape_a, **tape_b} and len(digits) == len(str(a)) + len(str(b))
+    # Aligner (O): halt state -> expression with its result. Operands and result digits likewise.
+    answer = expr + solve(op, a, b)
+    ids = codec.prompt_ids(machine_run.text(-1)) + codec.completion_ids(answer)
+    names, positions = tokens(ids), position_ids(ids, "coupled-expr")
+    sep = names.index("<sep>")
+    tapes = list(_cell_ids(names, positions, 0, sep).values())
+    numbers = [{}]
+    for name, position in zip(names[sep + 1:-1], positions[sep + 1:-1]):
+        if name.isdigit():
+            numbers[-1][position] = name
+        elif numbers[-1]:
+            numbers.append({})
+    numbers = [n for n in numbers if n]
+    expected = tapes[:2] + (tapes[-1:] if op not in ("gt", "lt", "eq") else [])
+    assert numbers == expected
+    # Ids of a completion depend only on the tokens before them (what decoding needs).
+    for k in range(sep + 1, len(ids)):
+        assert position_ids(ids[:k], "coupled-expr") == positions[:k]
+
+
+def test_machine_states_get_the_same_ids_under_both_coupled_schemes():
+    codec = CaefCodec("coupled")
+    texts = _example_texts()
+    for prompt, completion in zip(texts, texts[1:]):
+        if prompt[:1].isdigit() or completion[:1].isdigit():
+            continue  # an expression: the schemes differ there on purpose
+        ids = codec.prompt_ids(prompt) + codec.completion_ids(completion)
+        assert position_ids(ids, "coupled") == position_ids(ids, "coupled-expr")
+
+
+@pytest.mark.parametrize("scheme", ["coupled", "coupled-expr"])
+def test_cached_batched_greedy_equals_full_recomputation(scheme):
     torch.manual_seed(0)
     model = build_tiny_base(MICRO, seed=1).eval()
-    codec = CaefCodec("coupled")
-    prompts = [trace("add", 45, 67)[1][0], trace("gt", 7, 70)[0][0], "45+67="]
+    codec = CaefCodec(scheme)
+    prompts = [trace("add", 45, 67)[1][0], trace("gt", 7, 70)[0][0], "45+67=", trace("add", 45, 67)[-1][1]]
     cached = greedy_texts(model, codec, prompts, 12, batch_size=3)
     for prompt, text in zip(prompts, cached):
         ids = codec.prompt_ids(prompt)
         out = []
         for _ in range(12):
             full = ids + out
-            logits = model(input_ids=torch.tensor([full]), position_ids=torch.tensor([position_ids(full, "coupled")])).logits
+            logits = model(input_ids=torch.tensor([full]), position_ids=torch.tensor([position_ids(full, scheme)])).logits
             token = int(logits[0, -1].argmax())
             if token == codec.eos_id:
                 break

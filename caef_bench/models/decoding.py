@@ -7,20 +7,7 @@ serves every tier (scheme "standard" gives ordinary positions).
 
 from __future__ import annotations
 
-from caef_bench.models.positions import CoupledCounter, position_ids
-
-
-class _StandardCounter:
-    def __init__(self):
-        self.n = 0
-
-    def next(self, token_id: int) -> int:
-        self.n += 1
-        return self.n - 1
-
-
-def _counter(scheme: str):
-    return CoupledCounter() if scheme == "coupled" else _StandardCounter()
+from caef_bench.models.positions import make_counter, position_ids
 
 
 def greedy_ids(model, prompts: list[list[int]], codec, max_new_tokens: int | list[int]) -> list[list[int]]:
@@ -35,12 +22,12 @@ def greedy_ids(model, prompts: list[list[int]], codec, max_new_tokens: int | lis
     input_ids = torch.full((batch, width), codec.pad_id, dtype=torch.long)
     mask = torch.zeros((batch, width), dtype=torch.long)
     positions = torch.zeros((batch, width), dtype=torch.long)
-    counters = [_counter(codec.scheme) for _ in prompts]
+    counters = [make_counter(codec.scheme) for _ in prompts]
     for row, (ids, counter) in enumerate(zip(prompts, counters)):
         start = width - len(ids)  # left padding keeps every prompt's last token in the last column
         input_ids[row, start:] = torch.tensor(ids)
         mask[row, start:] = 1
-        positions[row, start:] = torch.tensor([counter.next(i) for i in ids])
+        positions[row, start:] = torch.tensor(counter.prompt(ids))
     limits = max_new_tokens if isinstance(max_new_tokens, list) else [max_new_tokens] * batch
     outputs = [[] for _ in prompts]
     done = [limit <= 0 for limit in limits]
@@ -125,10 +112,10 @@ def speculative_greedy(model, codec, prompt: list[int], draft: list[int], max_ne
 
     import torch
 
-    counter = _counter(codec.scheme)
+    counter = make_counter(codec.scheme)
     lookup = [list(s) + [codec.eos_id] for s in ([draft, prompt] + list(sources or []))]
     pending = list(prompt)  # tokens the cache has not seen yet
-    pending_positions = [counter.next(t) for t in prompt]
+    pending_positions = counter.prompt(prompt)
     guess = list(draft) + [codec.eos_id]  # what the output is expected to go on with
     out: list[int] = []
     cache, passes, cap = None, 0, max_new_tokens + 1

@@ -129,3 +129,16 @@ def test_comparisons_get_equal_and_one_digit_apart_pairs_at_the_step_that_decide
     # Other machines draw as before.
     plain = MachineSource([("executor", "add")], max_len=30, seed=0)
     assert MachineSource([("executor", "add")], max_len=30, seed=0, near_share=0.4).batch(3, 8) == plain.batch(3, 8)
+
+
+def test_adapters_on_a_given_base_use_its_scheme_unless_told_otherwise(tmp_path):
+    from caef_bench.train.recipe import _base
+
+    save_dir = tmp_path / "base"
+    from caef_bench.models.tiny import save_tiny_base
+
+    save_tiny_base(build_tiny_base(MICRO, seed=0), save_dir, "coupled")
+    _, codec = _base(_request(tmp_path / "a", base=str(save_dir)), "test")
+    assert codec.scheme == "coupled"
+    _, codec = _base(_request(tmp_path / "b", base=str(save_dir), overrides={"position_scheme": "coupled-expr"}), "test")
+    assert codec.scheme == "coupled-expr"

@@ -134,7 +134,10 @@ def _base(request: TrainRequest, command: str):
     if request.base:
         model = AutoModelForCausalLM.from_pretrained(request.base, torch_dtype=torch.float32).to(request.torch_device)
         tokenizer = AutoTokenizer.from_pretrained(request.base)
-        return model, codec_for(tokenizer, tier_info(request.base)["position_scheme"])
+        # The base's own scheme, unless asked otherwise: coupled-expr differs from coupled on
+        # expressions only, so aligners can move to it on a base pre-trained with coupled.
+        scheme = request.overrides.get("position_scheme") or tier_info(request.base)["position_scheme"]
+        return model, codec_for(tokenizer, scheme)
     folder = request.out / "base"
     runs = request.out / ".runs" / "base"
     if _finished(folder):

@@ -142,3 +142,9 @@ def test_adapters_on_a_given_base_use_its_scheme_unless_told_otherwise(tmp_path)
     assert codec.scheme == "coupled"
     _, codec = _base(_request(tmp_path / "b", base=str(save_dir), overrides={"position_scheme": "coupled-expr"}), "test")
     assert codec.scheme == "coupled-expr"
+    from caef_bench.models.tiny import set_position_scheme, tier_info
+
+    set_position_scheme(save_dir, "coupled-expr")
+    assert tier_info(save_dir) == {"position_scheme": "coupled-expr", "tokenizer": "caef"}
+    with pytest.raises(ValueError, match="unknown position scheme"):
+        set_position_scheme(save_dir, "rotary")

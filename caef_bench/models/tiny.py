@@ -63,6 +63,21 @@ def tier_info(folder: str | Path) -> dict:
     return json.loads(path.read_text()) if path.is_file() else {"position_scheme": "standard"}
 
 
+def set_position_scheme(folder: str | Path, scheme: str) -> None:
+    """Switch a saved tiny base to another position scheme (its weights untouched). Only for a
+    scheme that gives the adapters already trained on it the same ids, e.g. coupled -> coupled-expr,
+    which differs only on aligner (O)'s answers (retrain those aligners under it)."""
+    from caef_bench.models.positions import SCHEMES
+
+    if scheme not in SCHEMES:
+        raise ValueError(f"unknown position scheme {scheme!r}; expected one of {SCHEMES}")
+    path = Path(folder) / TIER_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: not a tiny base folder")
+    info = json.loads(path.read_text())
+    path.write_text(json.dumps({**info, "position_scheme": scheme}, indent=1) + "\n")
+
+
 def shape_of(model) -> dict:
     c = model.config
     return asdict(TinyShape(c.hidden_size, c.num_hidden_layers, c.num_attention_heads, c.intermediate_size,

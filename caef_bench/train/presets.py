@@ -38,9 +38,11 @@ PRESETS = {
     # (with coupled positions), then give each machine its LoRA adapter.
     # No stage 1: with coupled positions a prose prefix pushes every field of the state
     # thousands of position ids away from where the base learnt to copy it.
-    # Equal-length and short operands get extra weight: they are what the test cells hold.
+    # Equal-length and short operands get extra weight: they are what the test cells hold;
+    # the comparisons get equal and one-digit-apart pairs (caef_bench.train.sources).
+    # coupled-expr: coupled positions plus index hints in aligner (O)'s answers.
     "tiny": Preset("tiny", lora_r=16, lora_alpha=32, lr=1e-3, stage1_batch=4, stage2_batch=16,
                    stage1_steps=0, stage2_steps=300, base_steps=50_000, base_lr=1e-3, base_batch=16,
-                   curriculum_steps=20_000, position_scheme="coupled", decay="cosine",
-                   equal_share=0.25, short_share=0.15),
+                   curriculum_steps=20_000, position_scheme="coupled-expr", decay="cosine",
+                   equal_share=0.25, short_share=0.15, same_share=0.2, near_share=0.3),
 }

@@ -23,7 +23,10 @@ that holds cells (the result: the last such field), counted down from that
 field's cell count, so each digit has the id of the tape cell it copies; an
 operator, '=' or a word gets the id just past the top cell of the number that
 follows it (where the halt state's head marker sits), so every next digit is
-one id down. An id still depends only on the tokens before it.
+one id down. An id still depends only on the tokens before it. Only arithmetic
+answers get the hints (their halt state holds a result tape besides a and b): a
+comparison's answer ends in a word, not a number, and its aligners keep the
+coupled ids they were trained with.
 Prompts keep the coupled ids (aligner (I)'s expressions included: giving its
 digits their cells' ids made the first cell of each operand unlearnable in a
 trial, as the query that writes it has an id that varies with the operand's
@@ -96,8 +99,9 @@ class ExpressionCounter(CoupledCounter):
             self.filled, self.segment_start, self.expression = (), token_id == SEP_ID, False
             self.run, self.digit = -1, 0
             return super().next(token_id)
-        if self.segment_start:
-            self.segment_start, self.expression = False, token_id in _DIGITS
+        if self.segment_start:  # an arithmetic answer: the prompt has a result tape besides a and b
+            self.segment_start = False
+            self.expression = token_id in _DIGITS and len(self.prompt_cell_fields) >= 3
             if self.expression:
                 self.run = 0
         if not self.expression:

@@ -148,3 +148,16 @@ def test_adapters_on_a_given_base_use_its_scheme_unless_told_otherwise(tmp_path)
     assert tier_info(save_dir) == {"position_scheme": "coupled-expr", "tokenizer": "caef"}
     with pytest.raises(ValueError, match="unknown position scheme"):
         set_position_scheme(save_dir, "rotary")
+
+
+def test_left_mask_draws_differences_with_leading_zeros_to_erase():
+    import random
+
+    from caef_bench.data.training import draw_operands
+
+    rng = random.Random(0)
+    values = [str(draw_operands("left_mask", (12, 0), rng)[0]) for _ in range(4000)]
+    sub_shaped = [v for v in values if v.startswith("1") and len(v) == 12]
+    with_zeros = [v for v in sub_shaped if v[1] == "0"]
+    assert all(len(v) == 12 for v in values)
+    assert 0.25 < len(with_zeros) / len(values) < 0.35  # a quarter forced, plus chance zeros

@@ -101,8 +101,14 @@ def draw_operands(op: str, cls: tuple[int, int], rng: random.Random, equal: bool
         divisor = max(1, _digits(rng, la))
         return divisor * lb + rng.randrange(divisor), divisor
     if op == "left_mask":
-        # Half in SUB's shape (a 1 over digits that may start with zeros), half any number.
-        return (10 ** (la - 1) + rng.randrange(10 ** (la - 1)) if la > 1 else 1) if rng.random() < 0.5 else _digits(rng, la), None
+        # Half in SUB's shape (a 1 over the difference's digits), half any number. Of SUB's shape,
+        # half has a run of leading zeros to erase (a difference shorter than its operands: common
+        # in SUB, yet drawn by chance only 1 time in 10 per zero).
+        roll = rng.random()
+        if roll >= 0.5 or la == 1:
+            return (_digits(rng, la) if roll >= 0.5 else 1), None
+        zeros = rng.randint(1, la - 1) if roll < 0.25 else 0
+        return 10 ** (la - 1) + rng.randrange(10 ** (la - 1 - zeros)), None
     if op == "reflection":
         return 10**la - 1, _digits(rng, lb)
     a = _digits(rng, la)

@@ -161,3 +161,11 @@ def test_left_mask_draws_differences_with_leading_zeros_to_erase():
     with_zeros = [v for v in sub_shaped if v[1] == "0"]
     assert all(len(v) == 12 for v in values)
     assert 0.25 < len(with_zeros) / len(values) < 0.35  # a quarter forced, plus chance zeros
+
+
+def test_left_mask_samples_lean_on_the_steps_that_erase_the_top():
+    from caef_bench.train.sources import MachineSource
+
+    samples = MachineSource([("executor", "left_mask")], max_len=60, seed=0).batch(0, 2000)
+    erasing = [s for s in samples if s["prompt"].startswith("LEFT_MASK, q2") or "q2\n" in s["prompt"]]
+    assert len(erasing) / len(samples) > 0.3  # about 1 in 20 when steps are drawn uniformly

@@ -83,6 +83,8 @@ class MachineSource:
             self.fingerprint += f":equal={equal_share}:short={short_share}"
         if same_share or near_share:
             self.fingerprint += f":same={same_share}:near={near_share}"
+        if any(op == "left_mask" for _, op in adapters):
+            self.fingerprint += ":left_mask_tail"  # its samples lean on the last steps (see sample)
 
     def longest(self, step: int) -> int:
         """Curriculum: the longest operand allowed at a step, from 8 digits up to max_len over curriculum_steps.
@@ -137,6 +139,13 @@ class MachineSource:
         step = 0 if roll < self.edge_weight / 2 else last if roll < self.edge_weight else rng.randint(0, last)
         if changed is not None and rng.random() < 0.5:
             step = changed
+        if op == "left_mask" and rng.random() < 0.5:
+            # Half of left_mask's samples come from its last steps: erasing the carried 1 and then
+            # each leading zero. One step of an n-step trace, they were rarely drawn, and the
+            # shipped left_mask halted before erasing a zero (most of SUB's failures).
+            digits = str(a)
+            zeros = len(digits) - 1 - len(digits[1:].lstrip("0")) if len(digits) > 1 else 0
+            step = rng.randint(max(0, last - zeros - 2), last)
         source, target = machine_run.transition(step)
         if self.stage == 1:
             source = stage1_preamble(OPERATIONS[op].machine) + source

@@ -54,9 +54,6 @@ class StandardCounter:
         self.n += 1
         return self.n - 1
 
-    def prompt(self, ids) -> list[int]:
-        return [self.next(i) for i in ids]
-
 
 class CoupledCounter:
     """Assigns coupled position ids one token at a time (prompt and completion restart at 0)."""
@@ -74,10 +71,6 @@ class CoupledCounter:
         elif token_id in _CELLS:
             self.cells += 1
         return position
-
-    def prompt(self, ids) -> list[int]:
-        """Ids of a whole prompt (<s> … <sep>), after which next() goes on with the completion."""
-        return [self.next(i) for i in ids]
 
 
 class ExpressionCounter(CoupledCounter):
@@ -120,10 +113,8 @@ class ExpressionCounter(CoupledCounter):
 
     def _target(self, run: int) -> tuple[int, int]:
         """(field, cells) of the prompt's tape that the run-th number of the answer copies."""
-        fields = self.prompt_cell_fields
-        if not fields:  # not the answer to a machine state: one field per number
-            return run, 0
-        return fields[run] if run < min(2, len(fields)) else fields[-1]
+        fields = self.prompt_cell_fields  # a, b, …, the result (at least three: see next())
+        return fields[run] if run < 2 else fields[-1]
 
 
 def make_counter(scheme: str):
@@ -134,9 +125,7 @@ def make_counter(scheme: str):
 
 
 def position_ids(ids, scheme: str) -> list[int]:
-    """Position ids for a whole token sequence (<s> prompt <sep> completion): the prompt as a
-    whole, then the completion token by token, exactly as decoding assigns them."""
-    ids = list(ids)
+    """Position ids for a whole token sequence (with its <s>/<sep> markers), token by token,
+    exactly as decoding assigns them."""
     counter = make_counter(scheme)
-    end = ids.index(SEP_ID) + 1 if SEP_ID in ids else len(ids)
-    return counter.prompt(ids[:end]) + [counter.next(i) for i in ids[end:]]
+    return [counter.next(i) for i in ids]

@@ -117,9 +117,12 @@ def _source(request: TrainRequest, kind: str, op: str, stage: int):
         return FileSource([path], request.seed) if path.exists() else None
     if stage == 1 and kind != "executor":
         return None  # explanations exist for the machines only
-    return MachineSource([(kind, op)], recipe.max_len, request.seed + stage, stage=stage,
-                         equal_share=recipe.equal_share, short_share=recipe.short_share,
-                         same_share=recipe.same_share, near_share=recipe.near_share)
+    return MachineSource([(kind, op)], recipe.max_len, request.seed + stage, stage=stage, **_mixture(recipe))
+
+
+def _mixture(recipe: Preset) -> dict:
+    """The preset's weighting of the machines' draws, as MachineSource takes it."""
+    return {name: getattr(recipe, name) for name in ("equal_share", "short_share", "same_share", "near_share")}
 
 
 def _base(request: TrainRequest, command: str):
@@ -162,8 +165,7 @@ def _base(request: TrainRequest, command: str):
         every = [("executor", op) for op in EXECUTOR_OPS] + [("aligner", op) for op in ALIGNED_OPS]
         adapters = [("executor", op) for op in request.executors] + [("aligner", op) for op in request.aligners]
         source = MachineSource(adapters or every, recipe.max_len, request.seed, curriculum_steps=recipe.curriculum_steps,
-                               equal_share=recipe.equal_share, short_share=recipe.short_share,
-                               same_share=recipe.same_share, near_share=recipe.near_share)
+                               **_mixture(recipe))
     result = train(model, _batches(source, recipe.base_batch, codec), runs, workers=request.workers, steps=recipe.base_steps,
                    lr=recipe.base_lr, warmup=100, decay=recipe.decay, time_budget_s=request.time_budget_s, title="tiny base: all machines",
                    progress=request.progress)

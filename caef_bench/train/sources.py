@@ -15,7 +15,7 @@ from caef_bench.data.direct import direct_prompt
 from caef_bench.data.explanations import stage1_preamble
 from caef_bench.data.testsets import named_rng, render_expr, solve
 from caef_bench.data.training import change_one_digit, classes, draw_operands
-from caef_bench.machines import OPERATIONS, run
+from caef_bench.machines import COMPARISON, OPERATIONS, run
 
 
 class FileSource:
@@ -34,9 +34,6 @@ class FileSource:
     def batch(self, step: int, size: int) -> list[dict]:
         rng = named_rng(self.seed, f"batch/{step}")
         return [self.samples[rng.randrange(len(self.samples))] for _ in range(size)]
-
-
-COMPARISONS = ("gt", "lt", "eq")
 
 
 class MachineSource:
@@ -114,7 +111,7 @@ class MachineSource:
                 allowed = [c for c in allowed if max(c) <= self.SHORT]
             self._allowed[(op, longest, pool)] = allowed
         pair, changed = "random", None
-        if op in COMPARISONS and (self.same_share or self.near_share):
+        if op in COMPARISON and (self.same_share or self.near_share):
             roll = rng.random()
             pair = "same" if roll < self.same_share else "near" if roll < self.same_share + self.near_share else "random"
         while True:

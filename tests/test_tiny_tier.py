@@ -1,6 +1,7 @@
 """The tiny tier: tokenizer round trips, coupled positions, decoding, and training that learns and resumes."""
 
 import json
+import re
 
 import pytest
 import torch
@@ -114,6 +115,49 @@ def test_answer_digits_get_the_ids_of_the_tape_cells_they_copy(op):
         assert position_ids(ids[:k], "coupled-expr") == positions[:k]
 
 
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "gt", "lt", "eq"])
+@pytest.mark.parametrize("a,b", [(987654321, 12), (5, 3), (1000000, 999)])
+def test_expression_digits_get_the_ids_of_the_queries_that_write_their_cells(op, a, b):
+    from caef_bench.data.testsets import render_expr
+    from caef_bench.machines import run
+
+    if op == "mul":
+        b = b % 10 or 7
+    if op == "div":  # a short quotient: the machine runs as many steps as it
+        a, b = 3 * a + 1, a
+    codec = CaefCodec("coupled-hints")
+    ids = codec.prompt_ids(render_expr(op, a, b)) + codec.completion_ids(run(op, a, b).start_text())
+    names, positions = tokens(ids), position_ids(ids, "coupled-hints")
+    sep = names.index("<sep>")
+    digits = [i for i in range(sep) if names[i].isdigit()]
+    length_a = len(str(a))
+    # prompt digits from each operand's lowest, in the order the start state writes their cells
+    keys = [positions[i] for i in digits[:length_a][::-1] + digits[length_a:][::-1]]
+    cells = [i for i in range(sep + 1, len(ids)) if names[i].startswith("|")][: len(digits)]
+    written = [names[i][1] for i in cells]
+    assert written == list(str(a)[::-1] + str(b)[::-1])
+    assert keys == [positions[i - 1] for i in cells]  # zero offset from each cell's query to its digit
+    assert len(set(keys)) == len(keys)
+    # no other completion token (before the operands' cells end) has the id of a digit: none is misled
+    others = [positions[i] for i in range(sep + 1, cells[-1]) if i + 1 not in cells]
+    assert not set(others) & set(keys)
+    # the completion's ids depend only on the tokens before them (what decoding needs)
+    for k in range(sep + 1, len(ids)):
+        assert position_ids(ids[:k], "coupled-hints") == positions[:k]
+
+
+def test_only_expression_prompts_get_hints():
+    codec = CaefCodec("coupled")
+    texts = _example_texts()
+    for prompt, completion in zip(texts, texts[1:]):
+        ids = codec.prompt_ids(prompt) + codec.completion_ids(completion)
+        hinted = position_ids(ids, "coupled-hints") != position_ids(ids, "coupled-expr")
+        assert hinted == bool(re.fullmatch(r"[0-9]+(\+|-|\*|//|>|<|==)[0-9]+=", prompt))
+    for prompt in ("45+67", "45+=", "4a+6=", "Please: 45+67="):  # not an expression: no hints
+        ids = codec.prompt_ids(prompt)
+        assert position_ids(ids, "coupled-hints") == position_ids(ids, "coupled-expr")
+
+
 def test_machine_states_get_the_same_ids_under_both_coupled_schemes():
     codec = CaefCodec("coupled")
     texts = _example_texts()
@@ -124,7 +168,7 @@ def test_machine_states_get_the_same_ids_under_both_coupled_schemes():
         assert position_ids(ids, "coupled") == position_ids(ids, "coupled-expr")
 
 
-@pytest.mark.parametrize("scheme", ["coupled", "coupled-expr"])
+@pytest.mark.parametrize("scheme", ["coupled", "coupled-expr", "coupled-hints"])
 def test_cached_batched_greedy_equals_full_recomputation(scheme):
     torch.manual_seed(0)
     model = build_tiny_base(MICRO, seed=1).eval()

@@ -27,7 +27,7 @@ def greedy_ids(model, prompts: list[list[int]], codec, max_new_tokens: int | lis
         start = width - len(ids)  # left padding keeps every prompt's last token in the last column
         input_ids[row, start:] = torch.tensor(ids)
         mask[row, start:] = 1
-        positions[row, start:] = torch.tensor([counter.next(i) for i in ids])
+        positions[row, start:] = torch.tensor(counter.prompt(ids))
     limits = max_new_tokens if isinstance(max_new_tokens, list) else [max_new_tokens] * batch
     outputs = [[] for _ in prompts]
     done = [limit <= 0 for limit in limits]
@@ -115,7 +115,7 @@ def speculative_greedy(model, codec, prompt: list[int], draft: list[int], max_ne
     counter = make_counter(codec.scheme)
     lookup = [list(s) + [codec.eos_id] for s in ([draft, prompt] + list(sources or []))]
     pending = list(prompt)  # tokens the cache has not seen yet
-    pending_positions = [counter.next(t) for t in prompt]
+    pending_positions = counter.prompt(prompt)
     guess = list(draft) + [codec.eos_id]  # what the output is expected to go on with
     out: list[int] = []
     cache, passes, cap = None, 0, max_new_tokens + 1

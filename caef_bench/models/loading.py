@@ -46,7 +46,7 @@ class Tier:
     base: str | Path  # a local folder or a hub id
     adapters: str | Path | None  # the folder holding executors/ and aligners/, or None for the bare base
     dtype: str  # a torch dtype name: "float32", "bfloat16"
-    position_scheme: str = "standard"  # "standard", "coupled" or "coupled-expr" (caef_bench.models.positions)
+    position_scheme: str = "standard"  # one of caef_bench.models.positions.SCHEMES
 
 
 @dataclass

@@ -32,15 +32,35 @@ digits their cells' ids made the first cell of each operand unlearnable in a
 trial, as the query that writes it has an id that varies with the operand's
 length). Machine states never start with a digit, so executors see the same ids
 under both schemes.
+
+Scheme "coupled-hints": coupled-expr plus index hints for aligner (I), which
+reads `45+67=` and writes the start state. Under the other schemes every token
+of an expression prompt has id 0, so the aligner finds the digit a cell copies
+by counting (it skipped digits after repeats at 100 digits). Here each prompt
+digit gets the id of the completion token that *writes* its cell (the token
+just before the cell: the previous cell, a head marker or a separator), so
+"copy the digit whose id is mine" is the same zero offset for every cell of
+every operand at any length. Those ids come from the operator's start-state
+layout, which depends only on the operands' lengths (`_expression_hints`). In
+that completion a token's id is FIELD_STRIDE * field + its place in the field,
+markers counted too: under coupled ids a head marker shares its id with the
+cell after it (`[HEAD1]|2`), and the ids of the queries of a's first two cells
+would coincide, as would the last cell of a and the query of b's first cell
+(`|4[HEAD2] |7`). Only aligner (I) sees these ids: executors read the start
+state as a new prompt with coupled ids.
 Scheme "standard": 0, 1, 2, … as usual (pretrained tiers).
 """
 
 from __future__ import annotations
 
-from caef_bench.models.tokenizer import BOS_ID, SEP_ID, TOKEN_ID
+import re
+from functools import lru_cache
+
+from caef_bench.machines.ops import BY_SYMBOL
+from caef_bench.models.tokenizer import BOS_ID, SEP_ID, TOKEN_ID, VOCAB, encode
 
 FIELD_STRIDE = 128  # more than the cells of any field (a 101-digit sum plus head room)
-SCHEMES = ("standard", "coupled", "coupled-expr")
+SCHEMES = ("standard", "coupled", "coupled-expr", "coupled-hints")
 _SEPARATORS = frozenset({TOKEN_ID[" "], TOKEN_ID["\n"]})
 _CELLS = frozenset(TOKEN_ID[f"|{d}"] for d in "0123456789")
 _DIGITS = frozenset(TOKEN_ID[d] for d in "0123456789")
@@ -49,6 +69,10 @@ _DIGITS = frozenset(TOKEN_ID[d] for d in "0123456789")
 class StandardCounter:
     def __init__(self):
         self.n = 0
+
+    def prompt(self, ids) -> list[int]:
+        """Ids of a whole prompt (its <s> … <sep>); a counter may look ahead within it."""
+        return [self.next(i) for i in ids]
 
     def next(self, token_id: int) -> int:
         self.n += 1
@@ -60,6 +84,10 @@ class CoupledCounter:
 
     def __init__(self):
         self.fields, self.cells = 0, 0
+
+    def prompt(self, ids) -> list[int]:
+        """Ids of a whole prompt (its <s> … <sep>); a counter may look ahead within it."""
+        return [self.next(i) for i in ids]
 
     def next(self, token_id: int) -> int:
         if token_id in (SEP_ID, BOS_ID):  # a new segment: the completion aligns with the prompt
@@ -117,8 +145,84 @@ class ExpressionCounter(CoupledCounter):
         return fields[run] if run < 2 else fields[-1]
 
 
+class HintCounter(ExpressionCounter):
+    """Scheme "coupled-hints" (see the module's docstring): prompt() looks ahead over an
+    expression prompt to give its digits the ids of the queries that write their cells."""
+
+    def __init__(self):
+        super().__init__()
+        self.hinted = False  # inside the completion of an expression prompt
+        self.in_field = 0  # tokens so far in the current field of that completion
+
+    def prompt(self, ids) -> list[int]:
+        positions = [self.next(i) for i in ids]
+        hints = _expression_hints(tuple(ids))
+        if hints:
+            for index, position in hints.items():
+                positions[index] = position
+            self.hinted = True
+        return positions
+
+    def next(self, token_id: int) -> int:
+        if token_id in (SEP_ID, BOS_ID):
+            self.hinted, self.in_field = False, 0
+        elif self.hinted:  # the token's place in its field, whatever it is
+            position = FIELD_STRIDE * self.fields + self.in_field
+            super().next(token_id)  # fields are still counted as ever
+            self.in_field = 0 if token_id in _SEPARATORS else self.in_field + 1
+            return position
+        return super().next(token_id)
+
+
+_EXPRESSION = re.compile(r"([0-9]+)(\+|-|\*|//|>|<|==)([0-9]+)=")
+
+
+def _expression_hints(ids: tuple[int, ...]) -> dict[int, int] | None:
+    """{index in ids: id} for the digits of a prompt <s> a OP b = <sep>, or None for another prompt."""
+    if len(ids) < 2 or ids[0] != BOS_ID or ids[-1] != SEP_ID:
+        return None
+    text = "".join(VOCAB[i] for i in ids[1:-1])
+    match = _EXPRESSION.fullmatch(text)
+    if not match or len(text) != len(ids) - 2:  # one character per token: text index + 1 = token index
+        return None
+    a, symbol, b = match.groups()
+    queries = _cell_queries(symbol, len(a), len(b))
+    if queries is None:
+        return None
+    hints = {}
+    for start, digits, offset in ((1, len(a), 0), (1 + match.start(3), len(b), len(a))):
+        for i in range(digits):  # the i-th digit from the left is the (digits-1-i)-th cell
+            hints[start + i] = queries[offset + digits - 1 - i]
+    return hints
+
+
+@lru_cache(maxsize=4096)
+def _cell_queries(symbol: str, length_a: int, length_b: int) -> tuple[int, ...] | None:
+    """Ids of the tokens that write a's cells, then b's, in the start state of `symbol`'s machine
+    (as a completion under this scheme). The layout depends only on the lengths, so operands
+    a = 99…9 and b = 10…0 stand in for any with those lengths; None where the machine has no
+    start state for them (e.g. a shorter minuend)."""
+    a, b = 10**length_a - 1, 10 ** (length_b - 1)
+    if symbol == "-" and a < b:
+        return None
+    try:
+        ids = encode(BY_SYMBOL[symbol].start_text(a, b))
+    except (ValueError, KeyError):
+        return None
+    counter = HintCounter()
+    counter.next(SEP_ID)
+    counter.hinted = True
+    positions = [counter.next(i) for i in ids]
+    cells = [k for k, i in enumerate(ids) if i in _CELLS][: length_a + length_b]
+    expected = ["|9"] * length_a + ["|0"] * (length_b - 1) + ["|1"]
+    if [VOCAB[ids[k]] for k in cells] != expected:  # not the layout this assumes: no hints
+        return None
+    return tuple(positions[k - 1] for k in cells)
+
+
 def make_counter(scheme: str):
-    counters = {"standard": StandardCounter, "coupled": CoupledCounter, "coupled-expr": ExpressionCounter}
+    counters = {"standard": StandardCounter, "coupled": CoupledCounter, "coupled-expr": ExpressionCounter,
+                "coupled-hints": HintCounter}
     if scheme not in counters:
         raise ValueError(f"unknown position scheme {scheme!r}; expected one of {SCHEMES}")
     return counters[scheme]()
@@ -128,4 +232,8 @@ def position_ids(ids, scheme: str) -> list[int]:
     """Position ids for a whole token sequence (with its <s>/<sep> markers), token by token,
     exactly as decoding assigns them."""
     counter = make_counter(scheme)
-    return [counter.next(i) for i in ids]
+    ids = list(ids)
+    # The prompt is whole before decoding starts, so it is counted at once (prompt() may look
+    # ahead within it); the completion one token at a time.
+    end = ids.index(SEP_ID) + 1 if SEP_ID in ids else len(ids)
+    return counter.prompt(ids[:end]) + [counter.next(i) for i in ids[end:]]

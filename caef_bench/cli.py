@@ -90,7 +90,7 @@ def _train(args: argparse.Namespace) -> int:
         ("max_len", args.max_len), ("base_batch", args.batch), ("stage2_batch", args.batch),
         ("base_lr", args.base_lr), ("lr", args.lr), ("curriculum_steps", args.curriculum_steps),
         ("equal_share", args.equal_share), ("short_share", args.short_share),
-        ("same_share", args.same_share), ("near_share", args.near_share),
+        ("same_share", args.same_share), ("near_share", args.near_share), ("composer_share", args.composer_share),
         ("position_scheme", args.position_scheme)) if value is not None}
     request = TrainRequest(
         preset=args.preset, out=Path(args.out), seed=args.seed, base=args.base,
@@ -286,6 +286,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--same-share", type=float, help="override the share of comparison samples with a == b")
     train.add_argument("--near-share", type=float,
                        help="override the share of comparison samples with b = a but for one digit")
+    train.add_argument("--composer-share", type=float,
+                       help="override the share of add and gt samples drawn from the calls inside SUB, MUL, DIV runs")
     train.add_argument("--position-scheme", choices=SCHEMES,
                        help="override the position scheme (default: the preset's, or the --base's own)")
     train.add_argument("--quiet", action="store_true")

@@ -131,6 +131,29 @@ def test_comparisons_get_equal_and_one_digit_apart_pairs_at_the_step_that_decide
     assert MachineSource([("executor", "add")], max_len=30, seed=0, near_share=0.4).batch(3, 8) == plain.batch(3, 8)
 
 
+def test_composer_share_draws_transitions_of_the_calls_composers_make():
+    from caef_bench.machines import run
+    from caef_bench.train.sources import MachineSource
+
+    source = MachineSource([("executor", "add")], max_len=20, seed=0, composer_share=0.5)
+    assert "composer=0.5" in source.fingerprint
+    samples = source.batch(0, 400)
+    called = [s for s in samples if "caller" in s["meta"]]
+    assert 0.4 < len(called) / len(samples) < 0.6
+    assert {s["meta"]["caller"] for s in called} == {"sub", "mul"}
+    for sample in called[:40]:  # each is a transition of an ADD call inside that composer's run
+        meta = sample["meta"]
+        calls = [p.callee for p in run(meta["caller"], int(meta["a"]), int(meta["b"])).phases
+                 if p.callee is not None and p.callee.machine == "ADD"]
+        assert any(c.transition(meta["step"]) == (sample["prompt"], sample["completion"])
+                   for c in calls if meta["step"] < len(c))
+    # MUL's first call adds a to itself: operands that random draws almost never give
+    assert any("[HEAD1] |" in s["prompt"] and s["prompt"].split("[HEAD1] ")[1].split("[HEAD2]")[0]
+               == s["prompt"].split("[HEAD2] ")[1].split(" [C]")[0] for s in called if s["meta"]["caller"] == "mul")
+    assert MachineSource([("executor", "add")], max_len=20, seed=0).batch(3, 8) == \
+        MachineSource([("executor", "add")], max_len=20, seed=0, composer_share=0.0).batch(3, 8)
+
+
 def test_adapters_on_a_given_base_use_its_scheme_unless_told_otherwise(tmp_path):
     from caef_bench.train.recipe import _base
 

@@ -25,6 +25,7 @@ class Preset:
     short_share: float = 0.0  # share drawn from classes of operands of at most 10 digits
     same_share: float = 0.0  # comparisons only: share of samples with a == b
     near_share: float = 0.0  # comparisons only: share with b = a but for one digit
+    composer_share: float = 0.0  # add, gt: share of transitions from the calls composers make
     decay: str = "constant"  # learning-rate schedule after warm-up: constant or cosine
     target_modules: str | tuple[str, ...] = "all-linear"
 

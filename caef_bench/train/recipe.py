@@ -122,7 +122,7 @@ def _source(request: TrainRequest, kind: str, op: str, stage: int):
 
 def _mixture(recipe: Preset) -> dict:
     """The preset's weighting of the machines' draws, as MachineSource takes it."""
-    return {name: getattr(recipe, name) for name in ("equal_share", "short_share", "same_share", "near_share")}
+    return {name: getattr(recipe, name) for name in ("equal_share", "short_share", "same_share", "near_share", "composer_share")}
 
 
 def _base(request: TrainRequest, command: str):

@@ -61,17 +61,26 @@ class MachineSource:
     half are the transition that first compares the changed digit (step k for
     the k-th digit from the right: the command of a comparison's next state
     is decided by the pair its heads have just moved onto).
+
+    A share `composer_share` of the samples of a machine that composers call
+    (add, gt) are transitions of those very calls, from a composer run on
+    random operands (CALLERS). Their operands are rare in random draws: MUL's
+    first call adds a to itself, SUB's last adds 1 to a long sum, DIV compares
+    a remainder with the divisor; the shipped add got those wrong (most of
+    mul's failures).
     """
 
     SHORT = 10
+    CALLERS = {"add": ("sub", "mul"), "gt": ("div",)}
 
     def __init__(self, adapters: list[tuple[str, str]], max_len: int, seed: int, stage: int = 2,
                  edge_weight: float = 0.25, excluded: frozenset[str] = frozenset(), curriculum_steps: int = 0,
-                 equal_share: float = 0.0, short_share: float = 0.0, same_share: float = 0.0, near_share: float = 0.0):
+                 equal_share: float = 0.0, short_share: float = 0.0, same_share: float = 0.0, near_share: float = 0.0,
+                 composer_share: float = 0.0):
         self.adapters, self.max_len, self.seed, self.stage = adapters, max_len, seed, stage
         self.edge_weight, self.excluded, self.curriculum_steps = edge_weight, excluded, curriculum_steps
         self.equal_share, self.short_share = equal_share, short_share
-        self.same_share, self.near_share = same_share, near_share
+        self.same_share, self.near_share, self.composer_share = same_share, near_share, composer_share
         self.classes = {op: classes(op, max_len) for _, op in adapters}
         # (op, longest, pool) -> classes: filtering 10,000 classes per sample dominated the sampling time
         self._allowed: dict[tuple[str, int | None, str], list] = {}
@@ -80,8 +89,10 @@ class MachineSource:
             self.fingerprint += f":equal={equal_share}:short={short_share}"
         if same_share or near_share:
             self.fingerprint += f":same={same_share}:near={near_share}"
+        if composer_share:
+            self.fingerprint += f":composer={composer_share}"
         if any(op == "left_mask" for _, op in adapters):
-            self.fingerprint += ":left_mask_tail"  # its samples lean on the last steps (see sample)
+            self.fingerprint += ":left_mask_tail2"  # its samples lean on the last steps (see sample)
 
     def longest(self, step: int) -> int:
         """Curriculum: the longest operand allowed at a step, from 8 digits up to max_len over curriculum_steps.
@@ -96,8 +107,33 @@ class MachineSource:
         longest = self.longest(step)
         return [self.sample(rng, longest) for _ in range(size)]
 
+    def _call_sample(self, op: str, rng: random.Random, longest: int | None) -> dict:
+        """A transition of one of `op`'s calls inside a composer run (see the class docstring)."""
+        composer = rng.choice(self.CALLERS[op])
+        allowed = self._allowed.get((composer, longest, "caller"))
+        if allowed is None:
+            allowed = [c for c in classes(composer, self.max_len)
+                       if longest is None or composer in ("mul", "div") or max(c) <= longest]
+            self._allowed[(composer, longest, "caller")] = allowed
+        machine = OPERATIONS[op].machine
+        while True:
+            a, b = draw_operands(composer, rng.choice(allowed), rng)
+            if render_expr(composer, a, b) in self.excluded:
+                continue
+            calls = [phase.callee for phase in run(composer, a, b).phases
+                     if phase.callee is not None and phase.callee.machine == machine]
+            if calls:
+                break
+        callee = rng.choice(calls)
+        step = rng.randint(0, len(callee) - 1)
+        source, target = callee.transition(step)
+        meta = {"kind": "executor", "op": op, "a": str(a), "b": str(b), "caller": composer, "step": step}
+        return {"prompt": source, "completion": target, "meta": meta}
+
     def sample(self, rng: random.Random, longest: int | None = None) -> dict:
         kind, op = self.adapters[rng.randrange(len(self.adapters))]
+        if kind == "executor" and op in self.CALLERS and self.composer_share and rng.random() < self.composer_share:
+            return self._call_sample(op, rng, longest)
         pool = "all"
         if op not in ("mul", "div", "left_mask") and (self.equal_share or self.short_share):
             roll = rng.random()  # drawn only when weighting is on, so unweighted streams are unchanged
@@ -140,6 +176,13 @@ class MachineSource:
             # Half of left_mask's samples come from its last steps: erasing the carried 1 and then
             # each leading zero. One step of an n-step trace, they were rarely drawn, and the
             # shipped left_mask halted before erasing a zero (most of SUB's failures).
+            # Half of those have a forced run of leading zeros: otherwise the step after an
+            # erase said "halt" 338 times for each 55 "erase again", and the model learnt to halt.
+            if len(str(a)) > 1 and rng.random() < 0.5:
+                length = len(str(a))
+                a = 10 ** (length - 1) + rng.randrange(10 ** (length - 1 - rng.randint(1, length - 1)))
+                machine_run, meta["a"] = run(op, a, None), str(a)
+                last = len(machine_run) - 1
             digits = str(a)
             zeros = len(digits) - 1 - len(digits[1:].lstrip("0")) if len(digits) > 1 else 0
             step = rng.randint(max(0, last - zeros - 2), last)

@@ -30,7 +30,7 @@ def test_tiny_recipe_writes_the_official_layout_with_manifests(tmp_path):
     assert (tmp_path / "executors/add/stage2_loss.png").exists()
     base = json.loads((tmp_path / "base/manifest.json").read_text())
     assert base["steps"] == 6 and "mixture" in base["what"]
-    assert json.loads((tmp_path / "base/caef_tier.json").read_text())["position_scheme"] == "coupled-expr"
+    assert json.loads((tmp_path / "base/caef_tier.json").read_text())["position_scheme"] == "coupled-hints"
 
 
 def test_adapters_leave_the_base_untouched_and_finished_ones_are_skipped(tmp_path):

@@ -131,6 +131,18 @@ def test_comparisons_get_equal_and_one_digit_apart_pairs_at_the_step_that_decide
     assert MachineSource([("executor", "add")], max_len=30, seed=0, near_share=0.4).batch(3, 8) == plain.batch(3, 8)
 
 
+def test_sub_pairs_have_differences_with_leading_zeros():
+    from caef_bench.train.sources import MachineSource
+
+    source = MachineSource([("executor", "sub")], max_len=30, seed=0, same_share=0.2, near_share=0.3)
+    assert ":sub_pairs" in source.fingerprint
+    pairs = [(int(s["meta"]["a"]), int(s["meta"]["b"])) for s in source.batch(0, 1000)]
+    assert all(a >= b for a, b in pairs)  # still a non-negative difference
+    assert 0.18 < sum(a == b for a, b in pairs) / len(pairs) < 0.25
+    # the difference is shorter than the operands (left_mask erases zeros) about half the time
+    assert 0.4 < sum(len(str(a - b)) < len(str(a)) - 1 for a, b in pairs) / len(pairs) < 0.6
+
+
 def test_composer_share_draws_transitions_of_the_calls_composers_make():
     from caef_bench.machines import run
     from caef_bench.train.sources import MachineSource

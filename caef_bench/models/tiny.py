@@ -66,7 +66,8 @@ def tier_info(folder: str | Path) -> dict:
 def set_position_scheme(folder: str | Path, scheme: str) -> None:
     """Switch a saved tiny base to another position scheme (its weights untouched). Only for a
     scheme that gives the adapters already trained on it the same ids, e.g. coupled -> coupled-expr,
-    which differs only on aligner (O)'s answers (retrain those aligners under it)."""
+    which differs only on aligner (O)'s answers, or -> coupled-hints, which also changes aligner (I)'s
+    ids (retrain the aligners under it: `caef-bench train --position-scheme`)."""
     from caef_bench.models.positions import SCHEMES
 
     if scheme not in SCHEMES:

@@ -23,8 +23,8 @@ class Preset:
     position_scheme: str = "standard"
     equal_share: float = 0.0  # share of samples drawn from equal-length classes (caef_bench.train.sources)
     short_share: float = 0.0  # share drawn from classes of operands of at most 10 digits
-    same_share: float = 0.0  # comparisons only: share of samples with a == b
-    near_share: float = 0.0  # comparisons only: share with b = a but for one digit
+    same_share: float = 0.0  # comparisons and sub: share of samples with a == b
+    near_share: float = 0.0  # comparisons and sub: share with b = a but for one digit
     composer_share: float = 0.0  # add, gt: share of transitions from the calls composers make
     decay: str = "constant"  # learning-rate schedule after warm-up: constant or cosine
     target_modules: str | tuple[str, ...] = "all-linear"
@@ -41,9 +41,10 @@ PRESETS = {
     # thousands of position ids away from where the base learnt to copy it.
     # Equal-length and short operands get extra weight: they are what the test cells hold;
     # the comparisons get equal and one-digit-apart pairs (caef_bench.train.sources).
-    # coupled-expr: coupled positions plus index hints in aligner (O)'s answers.
+    # coupled-hints: coupled positions plus index hints for both aligners (caef_bench.models.positions).
+    # A quarter of add's and gt's samples are their calls inside composer runs.
     "tiny": Preset("tiny", lora_r=16, lora_alpha=32, lr=1e-3, stage1_batch=4, stage2_batch=16,
                    stage1_steps=0, stage2_steps=300, base_steps=50_000, base_lr=1e-3, base_batch=16,
-                   curriculum_steps=20_000, position_scheme="coupled-expr", decay="cosine",
-                   equal_share=0.25, short_share=0.15, same_share=0.2, near_share=0.3),
+                   curriculum_steps=20_000, position_scheme="coupled-hints", decay="cosine",
+                   equal_share=0.25, short_share=0.15, same_share=0.2, near_share=0.3, composer_share=0.25),
 }

@@ -71,6 +71,10 @@ class MachineSource:
     """
 
     SHORT = 10
+    # Machines that get equal and one-digit-apart pairs. For sub such a pair has a difference
+    # with leading zeros (all zeros when equal): the SUB executor had learnt to return
+    # left_mask's input minus its top cell, which is its output only when no zero was erased.
+    PAIRED = COMPARISON + ("sub",)
     CALLERS = {"add": ("sub", "mul"), "gt": ("div",)}
 
     def __init__(self, adapters: list[tuple[str, str]], max_len: int, seed: int, stage: int = 2,
@@ -89,10 +93,12 @@ class MachineSource:
             self.fingerprint += f":equal={equal_share}:short={short_share}"
         if same_share or near_share:
             self.fingerprint += f":same={same_share}:near={near_share}"
+            if any(op == "sub" for _, op in adapters):
+                self.fingerprint += ":sub_pairs"
         if composer_share:
             self.fingerprint += f":composer={composer_share}"
         if any(op == "left_mask" for _, op in adapters):
-            self.fingerprint += ":left_mask_tail2"  # its samples lean on the last steps (see sample)
+            self.fingerprint += ":left_mask_tail3"  # its samples lean on the last steps (see sample)
 
     def longest(self, step: int) -> int:
         """Curriculum: the longest operand allowed at a step, from 8 digits up to max_len over curriculum_steps.
@@ -147,7 +153,7 @@ class MachineSource:
                 allowed = [c for c in allowed if max(c) <= self.SHORT]
             self._allowed[(op, longest, pool)] = allowed
         pair, changed = "random", None
-        if op in COMPARISON and (self.same_share or self.near_share):
+        if op in self.PAIRED and (self.same_share or self.near_share):
             roll = rng.random()
             pair = "same" if roll < self.same_share else "near" if roll < self.same_share + self.near_share else "random"
         while True:
@@ -157,6 +163,8 @@ class MachineSource:
             else:
                 a, _ = draw_operands(op, (cls[0], cls[0]), rng)
                 b, changed = (a, None) if pair == "same" else change_one_digit(a, rng)
+                if op == "sub":  # a difference with leading zeros, not a deciding step
+                    a, b, changed = max(a, b), min(a, b), None
             if OPERATIONS[op].symbol is None or render_expr(op, a, b) not in self.excluded:
                 break
         machine_run = run(op, a, b) if kind != "direct" else None
@@ -176,16 +184,23 @@ class MachineSource:
             # Half of left_mask's samples come from its last steps: erasing the carried 1 and then
             # each leading zero. One step of an n-step trace, they were rarely drawn, and the
             # shipped left_mask halted before erasing a zero (most of SUB's failures).
-            # Half of those have a forced run of leading zeros: otherwise the step after an
-            # erase said "halt" 338 times for each 55 "erase again", and the model learnt to halt.
-            if len(str(a)) > 1 and rng.random() < 0.5:
-                length = len(str(a))
-                a = 10 ** (length - 1) + rng.randrange(10 ** (length - 1 - rng.randint(1, length - 1)))
+            length = len(str(a))
+            if length > 1 and rng.random() < 0.5:
+                # The step that erases the 1 and decides from the cell below it whether to go on
+                # erasing: below it a zero half the time (to be erased), else a non-zero digit
+                # (halt). Only the left_mask tail above trained on it, as 1 sample in ~60, and
+                # "halt" there outnumbered "erase again" 6 to 1: the model learnt to halt.
+                zeros = rng.randint(1, length - 1) if rng.random() < 0.5 else 0
+                rest = rng.randrange(10 ** (length - 1 - zeros)) if zeros else rng.randrange(10 ** (length - 2), 10 ** (length - 1))
+                a = 10 ** (length - 1) + rest
                 machine_run, meta["a"] = run(op, a, None), str(a)
                 last = len(machine_run) - 1
-            digits = str(a)
-            zeros = len(digits) - 1 - len(digits[1:].lstrip("0")) if len(digits) > 1 else 0
-            step = rng.randint(max(0, last - zeros - 2), last)
+                digits = str(a)
+                step = last - (len(digits) - 1 - len(digits[1:].lstrip("0"))) - 1
+            else:
+                digits = str(a)
+                zeros = len(digits) - 1 - len(digits[1:].lstrip("0")) if len(digits) > 1 else 0
+                step = rng.randint(max(0, last - zeros - 2), last)
         source, target = machine_run.transition(step)
         if self.stage == 1:
             source = stage1_preamble(OPERATIONS[op].machine) + source

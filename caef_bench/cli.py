@@ -205,17 +205,18 @@ def _onestep(args: argparse.Namespace) -> int:
             raise FileNotFoundError(f"no base model at {folder}")
         model = AutoModelForCausalLM.from_pretrained(folder).float().eval().to(_device(args))
         codec = codec_for(AutoTokenizer.from_pretrained(folder), tier_info(folder)["position_scheme"])
+        codec_of = lambda name: codec  # noqa: E731
         activate = lambda name: None  # noqa: E731
     else:
         from .runtime.hf import load_step_model
 
         step_model = load_step_model(args.model, args.checkpoints, device=_device(args))
-        model, codec, activate = step_model.model, step_model.codec, step_model._activate
+        model, codec_of, activate = step_model.model, step_model.codec_for, step_model._activate
     results = {}
     for kind, ops in (("executor", executors), ("aligner", aligners)):
         for op in ops:
             activate(f"{kind}_{op}")
-            results[f"{kind}_{op}"] = one_step_accuracy(model, codec, kind, op, args.per_cell, args.seed)
+            results[f"{kind}_{op}"] = one_step_accuracy(model, codec_of(f"{kind}_{op}"), kind, op, args.per_cell, args.seed)
             cells = ", ".join(f"{cell} {r['accuracy']:.1%} [{r['ci_low']:.1%}, {r['ci_high']:.1%}]"
                               for cell, r in results[f"{kind}_{op}"].items())
             print(f"{kind}_{op:<10} {cells}", flush=True)

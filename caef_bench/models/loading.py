@@ -21,7 +21,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,9 @@ class LoadedTier:
     tokenizer: Any
     tier: Tier
     adapter_names: tuple[str, ...]
+    # adapter name -> the position scheme it was trained with, where its manifest records one
+    # that differs from the tier's (e.g. an aligner moved to index hints before the others)
+    schemes: dict = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- adapter names and folders
@@ -285,7 +288,23 @@ def load(tier: str | Tier, ops: Iterable[str] | None = None, device: str = "cpu"
         if tier.name == "tiny":
             raise FileNotFoundError(f"{error}; {TRAIN_TINY_HINT}") from error
         raise
-    return LoadedTier(model, tokenizer, tier, loaded_adapters(model))
+    schemes = {name: scheme for name, scheme in adapter_schemes(tier.adapters).items()
+               if name in loaded_adapters(model) and scheme != tier.position_scheme}
+    return LoadedTier(model, tokenizer, tier, loaded_adapters(model), schemes)
+
+
+def adapter_schemes(adapter_root: str | Path) -> dict[str, str]:
+    """adapter name -> the position scheme its manifest records (adapters trained before
+    manifests recorded one are left out: they run with the base's)."""
+    root = adapter_layout_root(adapter_root) or Path(adapter_root)
+    schemes = {}
+    for name, folder in _adapter_folders(root, KINDS, None):
+        manifest = folder / "manifest.json"
+        if manifest.is_file():
+            scheme = json.loads(manifest.read_text()).get("position_scheme")
+            if scheme:
+                schemes[name] = scheme
+    return schemes
 
 
 def weights_fingerprint(tier: Tier) -> str:
@@ -310,12 +329,15 @@ def weights_fingerprint(tier: Tier) -> str:
         for path in sorted(root.rglob("adapter_model.safetensors")):
             if ".runs" not in path.parts:
                 digest.update(str(path.relative_to(root)).encode() + path.read_bytes())
+        for name, scheme in sorted(adapter_schemes(root).items()):
+            if scheme != tier.position_scheme:  # the same weights under other ids are other outputs
+                digest.update(f"{name}:{scheme}".encode())
     return digest.hexdigest()[:12]
 
 
 __all__ = [
     "KINDS", "LLAMA_HUB_ID", "TIERS", "LoadedTier", "Tier",
     "adapter_dir", "adapter_name", "aligner_name", "executor_name", "get_tier", "load",
-    "load_adapters", "load_base", "loaded_adapters", "position_scheme_of", "save_adapter",
+    "adapter_schemes", "load_adapters", "load_base", "loaded_adapters", "position_scheme_of", "save_adapter",
     "torch_dtype", "use_adapter", "weights_fingerprint",
 ]

@@ -39,8 +39,10 @@ class HFStepModel:
     # rows x width x vocabulary, so a pretrained tier's large vocabulary gets fewer rows.
     verify_tokens = 1 << 17
 
-    def __init__(self, model, codec, speculative: bool = True, drafter=None, fingerprint: str | None = None):
+    def __init__(self, model, codec, speculative: bool = True, drafter=None, fingerprint: str | None = None,
+                 codecs: dict | None = None):
         self.model, self.codec, self.speculative = model, codec, speculative
+        self.codecs = codecs or {}  # adapter name -> its own codec, where its position scheme is not the tier's
         self.fingerprint = fingerprint  # names the weights (models.loading.weights_fingerprint)
         self.drafter = drafter if drafter is not None else MachineModel(strict=False)
         self.stats = DecodeStats()
@@ -56,31 +58,36 @@ class HFStepModel:
         # than its expression (two tokens per digit plus the command): room for both.
         return 3 * len(prompt_ids) + 64
 
+    def codec_for(self, adapter: str):
+        """The codec an adapter runs with: the ids it was trained with."""
+        return self.codecs.get(adapter, self.codec)
+
     def generate(self, prompts: list[str], adapter: str) -> list[Completion]:
         self._activate(adapter)
-        prompt_ids = [self.codec.prompt_ids(p) for p in prompts]
+        codec = self.codec_for(adapter)
+        prompt_ids = [codec.prompt_ids(p) for p in prompts]
         if not self.speculative:
             outputs = []
             for ids in prompt_ids:  # the paper's loop: one decode per step, token by token
-                completion = greedy_ids(self.model, [ids], self.codec, self._limit(ids))[0]
+                completion = greedy_ids(self.model, [ids], codec, self._limit(ids))[0]
                 self.stats.add(adapter, len(completion) + 1, len(completion))
-                outputs.append(Completion(self.codec.decode(completion), len(completion)))
+                outputs.append(Completion(codec.decode(completion), len(completion)))
             return outputs
         drafts = self.drafter.generate(prompts, adapter)
-        draft_ids = [self.codec.completion_ids(draft or prompt.rstrip("\n"))[:-1] for prompt, draft in zip(prompts, drafts)]
+        draft_ids = [codec.completion_ids(draft or prompt.rstrip("\n"))[:-1] for prompt, draft in zip(prompts, drafts)]
         limits = [self._limit(ids) for ids in prompt_ids]
-        checked = self._verify(prompt_ids, draft_ids, limits)
+        checked = self._verify(codec, prompt_ids, draft_ids, limits)
         outputs = []
         for ids, draft, limit, (exact, tokens) in zip(prompt_ids, draft_ids, limits, checked):
             passes = 1
             if not exact:  # finish it one row at a time, from what the batch pass confirmed, realigning on the draft
-                tokens, more = speculative_greedy(self.model, self.codec, ids, tokens, limit, sources=[draft])
+                tokens, more = speculative_greedy(self.model, codec, ids, tokens, limit, sources=[draft])
                 passes += more
             self.stats.add(adapter, passes, len(tokens))
-            outputs.append(Completion(self.codec.decode(tokens), len(tokens)))
+            outputs.append(Completion(codec.decode(tokens), len(tokens)))
         return outputs
 
-    def _verify(self, prompt_ids, draft_ids, limits):
+    def _verify(self, codec, prompt_ids, draft_ids, limits):
         """verify_drafts over the whole call, rows sorted by length (less padding) and packed
         into passes of at most `budget` padded tokens."""
         budget = max(1, self.verify_tokens * 256 // max(self.model.config.vocab_size, 256))
@@ -95,7 +102,7 @@ class HFStepModel:
         if rows:
             passes.append(rows)
         for rows in passes:
-            checked = verify_drafts(self.model, self.codec, [prompt_ids[i] for i in rows],
+            checked = verify_drafts(self.model, codec, [prompt_ids[i] for i in rows],
                                     [draft_ids[i] for i in rows], [limits[i] for i in rows])
             for i, result in zip(rows, checked):
                 results[i] = result
@@ -130,5 +137,6 @@ def load_step_model(tier: str = "tiny", checkpoints: str | None = None, speculat
         if tier == "tiny":
             overrides["base"] = Path(checkpoints) / "base"
     loaded = load(tier, device=device, **overrides)
+    codecs = {name: codec_for(loaded.tokenizer, scheme) for name, scheme in loaded.schemes.items()}
     return HFStepModel(loaded.model, codec_for(loaded.tokenizer, loaded.tier.position_scheme), speculative,
-                       fingerprint=weights_fingerprint(loaded.tier))
+                       fingerprint=weights_fingerprint(loaded.tier), codecs=codecs)

@@ -202,5 +202,9 @@ def test_left_mask_samples_lean_on_the_steps_that_erase_the_top():
     from caef_bench.train.sources import MachineSource
 
     samples = MachineSource([("executor", "left_mask")], max_len=60, seed=0).batch(0, 2000)
-    erasing = [s for s in samples if s["prompt"].startswith("LEFT_MASK, q2") or "q2\n" in s["prompt"]]
+    erasing = [s for s in samples if s["prompt"].startswith("LEFT_MASK, q2") or s["prompt"].endswith("q2")]
     assert len(erasing) / len(samples) > 0.3  # about 1 in 20 when steps are drawn uniformly
+    # the step that erases the carried 1 and decides from the digit below: both answers well represented
+    erase = [s["completion"].split("\n")[-1] for s in samples if s["prompt"].endswith("[OUTPUT] 0, q2")]
+    assert len(erase) / len(samples) > 0.2
+    assert 0.35 < erase.count("CMD [OUTPUT] LEFT, q2") / len(erase) < 0.65

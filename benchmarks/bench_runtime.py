@@ -21,7 +21,7 @@ import torch
 
 from caef_bench.data.testsets import load_cell
 from caef_bench.runtime import Problem, solve_batch
-from caef_bench.runtime.hf import HFStepModel, load_step_model
+from caef_bench.runtime.hf import load_step_model
 
 
 def main() -> None:
@@ -33,7 +33,7 @@ def main() -> None:
     parser.add_argument("--out", help="also write the report to this Markdown file, with the command that made it")
     args = parser.parse_args()
     ours = load_step_model(args.model, args.checkpoints, speculative=True)
-    paper = HFStepModel(ours.model, ours.codec, speculative=False, codecs=ours.codecs)  # the same weights and ids
+    paper = ours.paper_loop()  # the same weights, adapters and position ids
     problems = [Problem(p["id"], p["expr"]) for p in load_cell(args.cell)[: args.n]]
     timings, records = {}, {}
     for name, model in (("paper loop", paper), ("speculative", ours)):

@@ -40,7 +40,7 @@ def memorised(tmp_path_factory) -> Path:
 
 def test_speculative_decoding_matches_plain_greedy_with_one_pass_per_step(memorised):
     fast = load_step_model("tiny", str(memorised), speculative=True)
-    plain = load_step_model("tiny", str(memorised), speculative=False)
+    plain = fast.paper_loop()  # the same weights and ids, decoded one plain greedy pass per token
     problems = [Problem("a", EXPR), Problem("b", "21+43=")]  # the second was never seen: garbage, but the same garbage
     fast_records = solve_batch(problems, fast, mode="traced")
     plain_records = solve_batch(problems, plain, mode="traced")

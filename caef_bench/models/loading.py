@@ -288,9 +288,10 @@ def load(tier: str | Tier, ops: Iterable[str] | None = None, device: str = "cpu"
         if tier.name == "tiny":
             raise FileNotFoundError(f"{error}; {TRAIN_TINY_HINT}") from error
         raise
+    names = loaded_adapters(model)
     schemes = {name: scheme for name, scheme in adapter_schemes(tier.adapters).items()
-               if name in loaded_adapters(model) and scheme != tier.position_scheme}
-    return LoadedTier(model, tokenizer, tier, loaded_adapters(model), schemes)
+               if name in names and scheme != tier.position_scheme}
+    return LoadedTier(model, tokenizer, tier, names, schemes)
 
 
 def adapter_schemes(adapter_root: str | Path) -> dict[str, str]:

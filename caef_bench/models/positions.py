@@ -66,28 +66,26 @@ _CELLS = frozenset(TOKEN_ID[f"|{d}"] for d in "0123456789")
 _DIGITS = frozenset(TOKEN_ID[d] for d in "0123456789")
 
 
-class StandardCounter:
-    def __init__(self):
-        self.n = 0
-
+class _Counter:
     def prompt(self, ids) -> list[int]:
         """Ids of a whole prompt (its <s> … <sep>); a counter may look ahead within it."""
         return [self.next(i) for i in ids]
+
+
+class StandardCounter(_Counter):
+    def __init__(self):
+        self.n = 0
 
     def next(self, token_id: int) -> int:
         self.n += 1
         return self.n - 1
 
 
-class CoupledCounter:
+class CoupledCounter(_Counter):
     """Assigns coupled position ids one token at a time (prompt and completion restart at 0)."""
 
     def __init__(self):
         self.fields, self.cells = 0, 0
-
-    def prompt(self, ids) -> list[int]:
-        """Ids of a whole prompt (its <s> … <sep>); a counter may look ahead within it."""
-        return [self.next(i) for i in ids]
 
     def next(self, token_id: int) -> int:
         if token_id in (SEP_ID, BOS_ID):  # a new segment: the completion aligns with the prompt

@@ -58,6 +58,11 @@ class HFStepModel:
         # than its expression (two tokens per digit plus the command): room for both.
         return 3 * len(prompt_ids) + 64
 
+    def paper_loop(self) -> "HFStepModel":
+        """The same weights, adapters and ids decoded the paper's way: one plain greedy decode per step."""
+        return HFStepModel(self.model, self.codec, speculative=False, drafter=self.drafter,
+                           fingerprint=self.fingerprint, codecs=self.codecs)
+
     def codec_for(self, adapter: str):
         """The codec an adapter runs with: the ids it was trained with."""
         return self.codecs.get(adapter, self.codec)

@@ -85,7 +85,6 @@ class MachineSource:
         self.edge_weight, self.excluded, self.curriculum_steps = edge_weight, excluded, curriculum_steps
         self.equal_share, self.short_share = equal_share, short_share
         self.same_share, self.near_share, self.composer_share = same_share, near_share, composer_share
-        self.classes = {op: classes(op, max_len) for _, op in adapters}
         # (op, longest, pool) -> classes: filtering 10,000 classes per sample dominated the sampling time
         self._allowed: dict[tuple[str, int | None, str], list] = {}
         self.fingerprint = f"machines:{adapters}:{max_len}:{stage}:{edge_weight}:{curriculum_steps}"
@@ -113,14 +112,22 @@ class MachineSource:
         longest = self.longest(step)
         return [self.sample(rng, longest) for _ in range(size)]
 
+    def _classes(self, op: str, longest: int | None, pool: str = "all") -> list:
+        """op's classes within the curriculum's longest operand (mul and div have their own), of a pool."""
+        allowed = self._allowed.get((op, longest, pool))
+        if allowed is None:
+            allowed = [c for c in classes(op, self.max_len) if longest is None or op in ("mul", "div") or max(c) <= longest]
+            if pool == "equal":
+                allowed = [c for c in allowed if c[0] == c[1]]
+            elif pool == "short":
+                allowed = [c for c in allowed if max(c) <= self.SHORT]
+            self._allowed[(op, longest, pool)] = allowed
+        return allowed
+
     def _call_sample(self, op: str, rng: random.Random, longest: int | None) -> dict:
         """A transition of one of `op`'s calls inside a composer run (see the class docstring)."""
         composer = rng.choice(self.CALLERS[op])
-        allowed = self._allowed.get((composer, longest, "caller"))
-        if allowed is None:
-            allowed = [c for c in classes(composer, self.max_len)
-                       if longest is None or composer in ("mul", "div") or max(c) <= longest]
-            self._allowed[(composer, longest, "caller")] = allowed
+        allowed = self._classes(composer, longest)
         machine = OPERATIONS[op].machine
         while True:
             a, b = draw_operands(composer, rng.choice(allowed), rng)
@@ -144,14 +151,7 @@ class MachineSource:
         if op not in ("mul", "div", "left_mask") and (self.equal_share or self.short_share):
             roll = rng.random()  # drawn only when weighting is on, so unweighted streams are unchanged
             pool = "equal" if roll < self.equal_share else "short" if roll < self.equal_share + self.short_share else "all"
-        allowed = self._allowed.get((op, longest, pool))
-        if allowed is None:
-            allowed = [c for c in self.classes[op] if longest is None or op in ("mul", "div") or max(c) <= longest]
-            if pool == "equal":
-                allowed = [c for c in allowed if c[0] == c[1]]
-            elif pool == "short":
-                allowed = [c for c in allowed if max(c) <= self.SHORT]
-            self._allowed[(op, longest, pool)] = allowed
+        allowed = self._classes(op, longest, pool)
         pair, changed = "random", None
         if op in self.PAIRED and (self.same_share or self.near_share):
             roll = rng.random()
@@ -195,13 +195,16 @@ class MachineSource:
                 a = 10 ** (length - 1) + rest
                 machine_run, meta["a"] = run(op, a, None), str(a)
                 last = len(machine_run) - 1
-                digits = str(a)
-                step = last - (len(digits) - 1 - len(digits[1:].lstrip("0"))) - 1
+                step = last - _zeros_below_top(a) - 1
             else:
-                digits = str(a)
-                zeros = len(digits) - 1 - len(digits[1:].lstrip("0")) if len(digits) > 1 else 0
-                step = rng.randint(max(0, last - zeros - 2), last)
+                step = rng.randint(max(0, last - _zeros_below_top(a) - 2), last)
         source, target = machine_run.transition(step)
         if self.stage == 1:
             source = stage1_preamble(OPERATIONS[op].machine) + source
         return {"prompt": source, "completion": target, "meta": {**meta, "step": step}}
+
+
+def _zeros_below_top(a: int) -> int:
+    """The zeros left_mask erases after a's top digit (all of them when the rest is 0: 1000 -> 3)."""
+    rest = str(a)[1:]
+    return len(rest) - len(rest.lstrip("0"))

@@ -98,6 +98,27 @@ def test_onestep_command_reports_every_cell(memorised, tmp_path):
     assert all(cell["n"] == 1 for cell in results["aligner_add"].values())
 
 
+def test_onestep_out_writes_a_table_and_a_rerun_measures_only_what_is_missing(memorised, tmp_path, monkeypatch):
+    import caef_bench.train.recipe as recipe
+    from caef_bench.cli import main
+
+    out = tmp_path / "results"
+    common = ["onestep", "--checkpoints", str(memorised), "--per-cell", "1", "--out", str(out)]
+    assert main(common + ["--executors", "add", "--aligners", ""]) == 0
+    first = json.loads((out / "onestep.json").read_text())
+    assert first["weights"] == load_step_model("tiny", str(memorised)).fingerprint and set(first["results"]) == {"executor_add"}
+    measured = []
+    real = recipe.one_step_accuracy
+    monkeypatch.setattr(recipe, "one_step_accuracy", lambda model, codec, kind, op, *a: measured.append(op) or real(model, codec, kind, op, *a))
+    assert main(common + ["--executors", "add", "--aligners", "add"]) == 0
+    assert measured == ["add"] and set(json.loads((out / "onestep.json").read_text())["results"]) == {"executor_add", "aligner_add"}
+    table = (out / "onestep.md").read_text()
+    assert "| executor_add | " in table and "| aligner_add | " in table and "(N=1)" in table
+    measured.clear()
+    assert main(common[:-4] + ["--per-cell", "2", "--out", str(out), "--executors", "add", "--aligners", ""]) == 0
+    assert measured == ["add"]  # another N: nothing of the earlier run is reused
+
+
 def test_a_rerun_scores_every_problem_not_only_the_new_ones(memorised, tmp_path):
     from caef_bench.cli import main
 
@@ -108,6 +129,9 @@ def test_a_rerun_scores_every_problem_not_only_the_new_ones(memorised, tmp_path)
     result = json.loads((tmp_path / "results" / "table1_caef.json").read_text())
     assert result["results"]["add_5"]["end_to_end"]["n"] == 3
     assert len((tmp_path / "records" / "caef_add_5.jsonl").read_text().splitlines()) == 3
+    assert result["results"]["add_5"]["resumed"] == 1
+    # the table says which runs it read rather than solved (they may come from another device)
+    assert "1 of the 3 problem runs were read from records" in (tmp_path / "results" / "table1_caef.md").read_text()
 
 
 def test_weights_fingerprint_names_the_adapters_and_base(memorised, tmp_path):

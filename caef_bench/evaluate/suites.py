@@ -35,6 +35,12 @@ def solve_cell(problems: list[Problem], model, path: Path, **options) -> list:
     return [by_id[p.id] for p in problems]
 
 
+def recorded_count(problems, path: Path) -> int:
+    """How many of these problems the records file already holds (a rerun reads them, not re-solves)."""
+    done = {r.id for r in load_records(path)}
+    return sum((p.id if isinstance(p, Problem) else p["id"]) in done for p in problems)
+
+
 def _summary(records) -> dict:
     return accuracy([{"correct": r.correct} for r in records])
 
@@ -44,8 +50,10 @@ def run_caef(model, cells, limit, records_dir: Path, progress=None) -> dict:
     results = {}
     for cell in cells:
         problems = [Problem(p["id"], p["expr"]) for p in cell_problems(cell, limit)]
-        records = solve_cell(problems, model, records_dir / f"caef_{cell}.jsonl", mode="traced")
-        results[cell] = {"end_to_end": _summary(records), "outcomes": _outcomes(records)}
+        path = records_dir / f"caef_{cell}.jsonl"
+        resumed = recorded_count(problems, path)
+        records = solve_cell(problems, model, path, mode="traced")
+        results[cell] = {"end_to_end": _summary(records), "outcomes": _outcomes(records), "resumed": resumed}
         if progress:
             progress(cell, results[cell])
     return results
@@ -73,14 +81,16 @@ def run_table2(model, cells, limit, records_dir: Path, progress=None) -> dict:
     for cell in cells:
         problems = cell_problems(cell, limit)
         op = problems[0]["op"]
-        records = solve_cell([Problem(p["id"], p["expr"]) for p in problems], executors_only,
-                             records_dir / f"table2_{cell}.jsonl", mode="traced")
+        path = records_dir / f"table2_{cell}.jsonl"
+        resumed = recorded_count(problems, path)
+        records = solve_cell([Problem(p["id"], p["expr"]) for p in problems], executors_only, path, mode="traced")
         runs = [run(op, int(p["a"]), int(p["b"])) for p in problems]
         results[cell] = {
             "executor": _summary(records),
             "aligner (I)": _aligner_accuracy(model, op, [(p["expr"], r.start_text()) for p, r in zip(problems, runs)]),
             "aligner (O)": _aligner_accuracy(model, op, [(r.text(-1), p["expr"] + p["answer"]) for p, r in zip(problems, runs)]),
             "outcomes": _outcomes(records),
+            "resumed": resumed,  # executor runs read from the records; the aligner columns are always recomputed
         }
         if progress:
             progress(cell, results[cell])

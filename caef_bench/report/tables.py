@@ -53,3 +53,14 @@ TABLE2_METRICS = [("executor", "table2_component_accuracy", "executor"),
                   ("aligner (I)", "table2_component_accuracy", "aligner (I)"),
                   ("aligner (O)", "table2_component_accuracy", "aligner (O)")]
 CAEF_METRICS = [("end_to_end", "table1_overall_accuracy", "CAEF")]
+
+
+def onestep_markdown(results: dict, header: str) -> str:
+    """One row per adapter, one column per operand length: the one-step exact-match table."""
+    lines = ["## One-step accuracy of the executors and aligners", "", header, "",
+             "| adapter | " + " | ".join(COLUMNS) + " | lowest |", "|---|" + "---|" * (len(COLUMNS) + 1)]
+    for name, cells in results.items():
+        by_column = {_cell_column(cell)[1]: stats for cell, stats in cells.items()}
+        lowest = min(stats["accuracy"] for stats in cells.values())
+        lines.append(f"| {name} | " + " | ".join(_ours(by_column.get(c)) for c in COLUMNS) + f" | {100 * lowest:.1f} |")
+    return "\n".join(lines) + "\n"

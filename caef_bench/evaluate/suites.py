@@ -23,22 +23,17 @@ def cell_problems(cell: str, limit: int | None) -> list[dict]:
     return problems[:limit] if limit else problems
 
 
-def solve_cell(problems: list[Problem], model, path: Path, **options) -> list:
-    """Every problem's record, solving (with a progress bar) only those the file does not hold yet."""
+def solve_cell(problems: list[Problem], model, path: Path, **options) -> tuple[list, int]:
+    """Every problem's record, solving (with a progress bar) only those the file does not hold yet;
+    and how many it held already (read, not solved, by this call)."""
     from tqdm import tqdm
 
     done = {r.id for r in load_records(path)}
-    with tqdm(total=len(problems), initial=sum(p.id in done for p in problems), desc=path.stem,
-              unit="problem", leave=False) as bar:
+    resumed = sum(p.id in done for p in problems)
+    with tqdm(total=len(problems), initial=resumed, desc=path.stem, unit="problem", leave=False) as bar:
         solve_to_file(problems, model, path, on_record=lambda _: bar.update(1), **options)
     by_id = {r.id: r for r in load_records(path)}
-    return [by_id[p.id] for p in problems]
-
-
-def recorded_count(problems, path: Path) -> int:
-    """How many of these problems the records file already holds (a rerun reads them, not re-solves)."""
-    done = {r.id for r in load_records(path)}
-    return sum((p.id if isinstance(p, Problem) else p["id"]) in done for p in problems)
+    return [by_id[p.id] for p in problems], resumed
 
 
 def _summary(records) -> dict:
@@ -50,9 +45,7 @@ def run_caef(model, cells, limit, records_dir: Path, progress=None) -> dict:
     results = {}
     for cell in cells:
         problems = [Problem(p["id"], p["expr"]) for p in cell_problems(cell, limit)]
-        path = records_dir / f"caef_{cell}.jsonl"
-        resumed = recorded_count(problems, path)
-        records = solve_cell(problems, model, path, mode="traced")
+        records, resumed = solve_cell(problems, model, records_dir / f"caef_{cell}.jsonl", mode="traced")
         results[cell] = {"end_to_end": _summary(records), "outcomes": _outcomes(records), "resumed": resumed}
         if progress:
             progress(cell, results[cell])
@@ -81,9 +74,8 @@ def run_table2(model, cells, limit, records_dir: Path, progress=None) -> dict:
     for cell in cells:
         problems = cell_problems(cell, limit)
         op = problems[0]["op"]
-        path = records_dir / f"table2_{cell}.jsonl"
-        resumed = recorded_count(problems, path)
-        records = solve_cell([Problem(p["id"], p["expr"]) for p in problems], executors_only, path, mode="traced")
+        records, resumed = solve_cell([Problem(p["id"], p["expr"]) for p in problems], executors_only,
+                                      records_dir / f"table2_{cell}.jsonl", mode="traced")
         runs = [run(op, int(p["a"]), int(p["b"])) for p in problems]
         results[cell] = {
             "executor": _summary(records),

@@ -173,3 +173,47 @@ def test_each_adapter_runs_with_the_position_scheme_it_was_trained_with(memorise
     # other ids, other outputs: the fingerprint tells the two apart
     assert moved.fingerprint != model.fingerprint
     assert weights_fingerprint(get_tier("tiny", base=copy / "base", adapters=copy)) == moved.fingerprint
+
+
+def test_adapter_fingerprints_change_only_for_the_adapter_that_changed(memorised, tmp_path):
+    import shutil
+
+    from caef_bench.models.loading import adapter_fingerprints, get_tier
+
+    prints = adapter_fingerprints(get_tier("tiny", base=memorised / "base", adapters=memorised))
+    assert set(prints) == {"executor_add", "aligner_add"}
+    copy = tmp_path / "copy"
+    shutil.copytree(memorised, copy)
+    weights = copy / "aligners/add/adapter_model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-1] + b"\1")
+    changed = adapter_fingerprints(get_tier("tiny", base=copy / "base", adapters=copy))
+    assert changed["executor_add"] == prints["executor_add"] and changed["aligner_add"] != prints["aligner_add"]
+
+
+def test_run_reuses_the_steps_of_unchanged_adapters_from_an_earlier_run(memorised, tmp_path):
+    import shutil
+
+    from caef_bench.cli import main
+    from caef_bench.runtime import load_records
+
+    common = ["run", "--suite", "caef", "--cells", "add_5", "--limit", "2", "--out", str(tmp_path / "results")]
+    assert main(common + ["--checkpoints", str(memorised), "--records", str(tmp_path / "before")]) == 0
+    copy = tmp_path / "copy"  # the executor "retrained": one low bit of its last weight differs
+    shutil.copytree(memorised, copy)
+    weights = copy / "executors/add/adapter_model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    assert main(common + ["--checkpoints", str(copy), "--records", str(tmp_path / "after"),
+                          "--reuse-steps", str(tmp_path / "before")]) == 0
+    before, after = (load_records(tmp_path / d / "caef_add_5.jsonl") for d in ("before", "after"))
+    # (the micro model memorised 12+34= alone: on these problems its outputs are garbage, the same garbage)
+    assert [[s.output for s in r.steps] for r in after] == [[s.output for s in r.steps] for r in before]
+    for record in after:  # the aligner's calls were read, the changed executor's generated
+        assert all(s.reused for s in record.steps if s.adapter == "aligner_add")
+        assert not any(s.reused for s in record.steps if s.adapter == "executor_add")
+    result = json.loads((tmp_path / "results" / "table1_caef.json").read_text())["results"]["add_5"]
+    aligner_calls = sum(s.adapter == "aligner_add" for r in after for s in r.steps)
+    calls = sum(len(r.steps) for r in after)
+    assert aligner_calls >= 2 and result["reused_calls"] == aligner_calls and result["model_calls"] == calls
+    table = (tmp_path / "results" / "table1_caef.md").read_text()
+    assert f"{aligner_calls} of the {calls} model calls" in table and str(tmp_path / "before") in table

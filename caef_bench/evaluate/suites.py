@@ -6,6 +6,7 @@ resumes without redoing or losing problems.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from caef_bench.data.testsets import load_cell, table1_cells
@@ -13,6 +14,7 @@ from caef_bench.evaluate.scoring import accuracy
 from caef_bench.machines import run
 from caef_bench.runtime import Problem, aligner_adapter, load_records, solve_to_file
 from caef_bench.runtime.hf import RoutedModel
+from caef_bench.runtime.reuse import ReusedSteps
 from caef_bench.runtime.stubs import MachineModel
 
 SUITES = ("table2", "caef")
@@ -23,12 +25,16 @@ def cell_problems(cell: str, limit: int | None) -> list[dict]:
     return problems[:limit] if limit else problems
 
 
-def solve_cell(problems: list[Problem], model, path: Path, **options) -> tuple[list, int]:
+def solve_cell(problems: list[Problem], model, path: Path, reuse: Reuse | None = None,
+               **options) -> tuple[list, int]:
     """Every problem's record, solving (with a progress bar) only those the file does not hold yet;
-    and how many it held already (read, not solved, by this call)."""
+    and how many it held already (read, not solved, by this call). With `reuse`, calls to the
+    adapters it names are answered from the file of the same name in its folder where it holds them."""
     from tqdm import tqdm
 
     done = {r.id for r in load_records(path)}
+    if reuse is not None and any(p.id not in done for p in problems):
+        model = ReusedSteps.from_records(model, reuse.folder / path.name, reuse.adapters)
     resumed = sum(p.id in done for p in problems)
     with tqdm(total=len(problems), initial=resumed, desc=path.stem, unit="problem", leave=False) as bar:
         solve_to_file(problems, model, path, on_record=lambda _: bar.update(1), **options)
@@ -36,17 +42,34 @@ def solve_cell(problems: list[Problem], model, path: Path, **options) -> tuple[l
     return [by_id[p.id] for p in problems], resumed
 
 
+@dataclass(frozen=True)
+class Reuse:
+    """Where an earlier run's records are, and the adapters whose calls may be answered from them
+    (those unchanged since: runtime.reuse)."""
+
+    folder: Path
+    adapters: frozenset[str]
+
+
+def _reuse_counts(records, prefix: str = "") -> dict:
+    """Model calls (to adapters named `prefix`…) in a cell's records, and how many of them were
+    read from an earlier run's."""
+    steps = [step for record in records for step in record.steps if step.adapter.startswith(prefix)]
+    return {"model_calls": len(steps), "reused_calls": sum(bool(step.reused) for step in steps)}
+
+
 def _summary(records) -> dict:
     return accuracy([{"correct": r.correct} for r in records])
 
 
-def run_caef(model, cells, limit, records_dir: Path, progress=None) -> dict:
+def run_caef(model, cells, limit, records_dir: Path, progress=None, reuse: Reuse | None = None) -> dict:
     """End-to-end, free-running: aligner (I), the executors, aligner (O), all from the model."""
     results = {}
     for cell in cells:
         problems = [Problem(p["id"], p["expr"]) for p in cell_problems(cell, limit)]
-        records, resumed = solve_cell(problems, model, records_dir / f"caef_{cell}.jsonl", mode="traced")
-        results[cell] = {"end_to_end": _summary(records), "outcomes": _outcomes(records), "resumed": resumed}
+        records, resumed = solve_cell(problems, model, records_dir / f"caef_{cell}.jsonl", reuse, mode="traced")
+        results[cell] = {"end_to_end": _summary(records), "outcomes": _outcomes(records), "resumed": resumed,
+                         **_reuse_counts(records)}
         if progress:
             progress(cell, results[cell])
     return results
@@ -65,17 +88,19 @@ def _aligner_accuracy(model, op: str, prompts_expected: list[tuple[str, str]]) -
     return accuracy([{"correct": got == expected} for (_, expected), got in zip(prompts_expected, texts)])
 
 
-def run_table2(model, cells, limit, records_dir: Path, progress=None) -> dict:
+def run_table2(model, cells, limit, records_dir: Path, progress=None, reuse: Reuse | None = None) -> dict:
     """Per cell: executor accuracy given the correct start (the machines align; a problem counts when
     the model's executors reach the right halt state), aligner (I) and aligner (O) exact match."""
     oracle = MachineModel(strict=False)
     executors_only = RoutedModel(model, {"aligner_": oracle})
+    if reuse is not None:  # these records' aligner steps are the oracle's, not an adapter's
+        reuse = Reuse(reuse.folder, frozenset(a for a in reuse.adapters if not a.startswith("aligner_")))
     results = {}
     for cell in cells:
         problems = cell_problems(cell, limit)
         op = problems[0]["op"]
         records, resumed = solve_cell([Problem(p["id"], p["expr"]) for p in problems], executors_only,
-                                      records_dir / f"table2_{cell}.jsonl", mode="traced")
+                                      records_dir / f"table2_{cell}.jsonl", reuse, mode="traced")
         runs = [run(op, int(p["a"]), int(p["b"])) for p in problems]
         results[cell] = {
             "executor": _summary(records),
@@ -83,6 +108,7 @@ def run_table2(model, cells, limit, records_dir: Path, progress=None) -> dict:
             "aligner (O)": _aligner_accuracy(model, op, [(r.text(-1), p["expr"] + p["answer"]) for p, r in zip(problems, runs)]),
             "outcomes": _outcomes(records),
             "resumed": resumed,  # executor runs read from the records; the aligner columns are always recomputed
+            **_reuse_counts(records, "executor_"),  # (the aligner steps in these records are the machines')
         }
         if progress:
             progress(cell, results[cell])

@@ -16,6 +16,7 @@ name in module dicts and save folders, where '.' and '/' would break.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -308,12 +309,9 @@ def adapter_schemes(adapter_root: str | Path) -> dict[str, str]:
     return schemes
 
 
-def weights_fingerprint(tier: Tier) -> str:
-    """A short hash that names the weights a run used, so results and resumable records made with
-    other weights are never mixed: every adapter file's bytes, and the base's file names and sizes
-    (an 8B base is too large to hash on every run) and config."""
-    import hashlib
-
+def _base_digest(tier: Tier):
+    """sha256 over the tier's name and scheme, the base's file names and sizes (an 8B base is too
+    large to hash on every run), its config and its small weight files."""
     digest = hashlib.sha256(f"{tier.name}|{tier.position_scheme}".encode())
     base = Path(tier.base)
     if base.is_dir():
@@ -325,6 +323,14 @@ def weights_fingerprint(tier: Tier) -> str:
                     digest.update(path.read_bytes())
     else:
         digest.update(str(tier.base).encode())
+    return digest
+
+
+def weights_fingerprint(tier: Tier) -> str:
+    """A short hash that names the weights a run used, so results and resumable records made with
+    other weights are never mixed: the base (`_base_digest`), every adapter file's bytes, and the
+    scheme of each adapter trained under another one than the tier's."""
+    digest = _base_digest(tier)
     if tier.adapters is not None:
         root = Path(tier.adapters)
         for path in sorted(root.rglob("adapter_model.safetensors")):
@@ -336,9 +342,26 @@ def weights_fingerprint(tier: Tier) -> str:
     return digest.hexdigest()[:12]
 
 
+def adapter_fingerprints(tier: Tier) -> dict[str, str]:
+    """{adapter name: short hash} of what decides one adapter's outputs: the base, the adapter's
+    bytes and the position scheme it runs under. Two runs whose fingerprints agree for an adapter
+    get the same greedy output from it on the same prompt (runtime.reuse relies on that)."""
+    if tier.adapters is None:
+        return {}
+    root = adapter_layout_root(tier.adapters) or Path(tier.adapters)
+    base = _base_digest(tier).hexdigest()
+    schemes = adapter_schemes(root)
+    prints = {}
+    for name, folder in _adapter_folders(root, KINDS, None):
+        digest = hashlib.sha256(f"{base}|{name}|{schemes.get(name, tier.position_scheme)}".encode())
+        digest.update((folder / "adapter_model.safetensors").read_bytes())
+        prints[name] = digest.hexdigest()[:12]
+    return prints
+
+
 __all__ = [
     "KINDS", "LLAMA_HUB_ID", "TIERS", "LoadedTier", "Tier",
     "adapter_dir", "adapter_name", "aligner_name", "executor_name", "get_tier", "load",
     "adapter_schemes", "load_adapters", "load_base", "loaded_adapters", "position_scheme_of", "save_adapter",
-    "torch_dtype", "use_adapter", "weights_fingerprint",
+    "torch_dtype", "use_adapter", "weights_fingerprint", "adapter_fingerprints",
 ]

@@ -89,6 +89,7 @@ class Completion:
 
     text: str
     n_tokens: int | None = None
+    reused: bool = False  # read from an earlier run's records (runtime.reuse), not generated now
 
 
 class StepModel(Protocol):
@@ -207,7 +208,7 @@ class _Attempt:
         if self.keep_steps:
             self.record.steps.append(StepRecord(
                 self.adapter, self.depth, self.prompt, completion.text, seconds, completion.n_tokens,
-                error_class, expected if error_class else None))
+                error_class, expected if error_class else None, completion.reused or None))
         return index
 
     def _score(self, final: str) -> None:
@@ -427,13 +428,14 @@ def solve_batch(
                 chunk = group[chunk_start:chunk_start + size]
                 call_started = time.perf_counter()
                 outputs = model.generate([attempt.prompt for attempt in chunk], adapter)
-                share = (time.perf_counter() - call_started) / len(chunk)
                 if len(outputs) != len(chunk):
                     raise ValueError(f"{adapter}: the model returned {len(outputs)} completions "
                                      f"for {len(chunk)} prompts")
-                for attempt, output in zip(chunk, outputs):
+                reused = [getattr(output, "reused", False) for output in outputs]
+                share = (time.perf_counter() - call_started) / max(1, reused.count(False))  # a reused step took no model time
+                for attempt, output, was_reused in zip(chunk, outputs, reused):
                     try:
-                        attempt.accept(_completion(output), share)
+                        attempt.accept(_completion(output), 0.0 if was_reused else share)
                     except Exception as error:  # a bug costs one problem, not the batch; its record says why
                         attempt._finish("error", f"{type(error).__name__}: {error}")
         still_active = []

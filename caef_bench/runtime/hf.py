@@ -40,10 +40,11 @@ class HFStepModel:
     verify_tokens = 1 << 17
 
     def __init__(self, model, codec, speculative: bool = True, drafter=None, fingerprint: str | None = None,
-                 codecs: dict | None = None):
+                 codecs: dict | None = None, adapter_fingerprints: dict | None = None):
         self.model, self.codec, self.speculative = model, codec, speculative
         self.codecs = codecs or {}  # adapter name -> its own codec, where its position scheme is not the tier's
         self.fingerprint = fingerprint  # names the weights (models.loading.weights_fingerprint)
+        self.adapter_fingerprints = adapter_fingerprints or {}  # per adapter (runtime.reuse)
         self.drafter = drafter if drafter is not None else MachineModel(strict=False)
         self.stats = DecodeStats()
 
@@ -61,7 +62,8 @@ class HFStepModel:
     def paper_loop(self) -> "HFStepModel":
         """The same weights, adapters and ids decoded the paper's way: one plain greedy decode per step."""
         return HFStepModel(self.model, self.codec, speculative=False, drafter=self.drafter,
-                           fingerprint=self.fingerprint, codecs=self.codecs)
+                           fingerprint=self.fingerprint, codecs=self.codecs,
+                           adapter_fingerprints=self.adapter_fingerprints)
 
     def codec_for(self, adapter: str):
         """The codec an adapter runs with: the ids it was trained with."""
@@ -134,7 +136,7 @@ def load_step_model(tier: str = "tiny", checkpoints: str | None = None, speculat
     from pathlib import Path
 
     from caef_bench.models.codec import codec_for
-    from caef_bench.models.loading import load, weights_fingerprint
+    from caef_bench.models.loading import adapter_fingerprints, load, weights_fingerprint
 
     overrides = {}
     if checkpoints:
@@ -144,4 +146,5 @@ def load_step_model(tier: str = "tiny", checkpoints: str | None = None, speculat
     loaded = load(tier, device=device, **overrides)
     codecs = {name: codec_for(loaded.tokenizer, scheme) for name, scheme in loaded.schemes.items()}
     return HFStepModel(loaded.model, codec_for(loaded.tokenizer, loaded.tier.position_scheme), speculative,
-                       fingerprint=weights_fingerprint(loaded.tier), codecs=codecs)
+                       fingerprint=weights_fingerprint(loaded.tier), codecs=codecs,
+                       adapter_fingerprints=adapter_fingerprints(loaded.tier))

@@ -19,7 +19,8 @@ Record fields (JSON keys in the order written):
     n_divergent_steps       teacher forcing only: how many steps differ from the machine
     seconds, model_seconds  wall time from the start of the batch to this problem's end; its share of model time
     steps                   each model call: adapter, depth, input, output, seconds, and when known tokens,
-                            error_class (compared steps that differ) and expected (at those steps)
+                            error_class (compared steps that differ) and expected (at those steps);
+                            reused: true where the output came from an earlier run's records (runtime.reuse)
 """
 
 from __future__ import annotations
@@ -44,12 +45,13 @@ class StepRecord:
     tokens: int | None = None  # generated tokens, when the model reports them
     error_class: str | None = None  # traced modes: how the output differs from the machine's
     expected: str | None = None  # the machine's output, kept only where the model's differs
+    reused: bool | None = None  # True: the output was read from an earlier run's records (runtime.reuse)
 
     def to_dict(self) -> dict:
         # Optional fields are left out when empty: a 100-digit trace has a hundred steps.
         d = {"adapter": self.adapter, "depth": self.depth, "input": self.input, "output": self.output,
              "seconds": round(self.seconds, 6)}
-        for key in ("tokens", "error_class", "expected"):
+        for key in ("tokens", "error_class", "expected", "reused"):
             value = getattr(self, key)
             if value is not None:
                 d[key] = value

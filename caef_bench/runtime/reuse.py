@@ -1,0 +1,88 @@
+"""Model calls answered from an earlier run's records, for adapters whose weights did not change.
+
+Retraining one adapter changes the weights fingerprint and with it the records
+folder, so every problem of every cell would be solved again, although most of
+its model calls go to adapters that are byte for byte the same. A greedy decode
+is a function of the weights and the prompt, so a call to an unchanged adapter
+(same base, same adapter bytes, same position scheme: `adapter_fingerprints`)
+on a prompt that an earlier run recorded has that run's output. `ReusedSteps`
+answers such calls from the records and passes every other call to the model.
+
+The problems are still run through the engine step by step: the new records are
+complete, checked against the machines and scored as ever, and each reused step
+says so (`"reused": true`). Where a retrained adapter answers differently, the
+run goes on from prompts that no record holds, and those calls are generated.
+
+A records folder names its weights in `weights.json` (`write_weights`), which
+is how a later run knows which adapters changed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .engine import Completion
+from .records import load_records
+
+WEIGHTS_FILE = "weights.json"
+
+
+def write_weights(folder: str | Path, weights: str, adapters: dict[str, str], reused_from: dict | None = None) -> dict:
+    """Name the weights a records folder is made with, and the earlier records its runs reuse steps
+    from ({"folder", "weights"}: every source ever used is kept); returns the file's content."""
+    path = Path(folder) / WEIGHTS_FILE
+    content = {"weights": weights, "adapters": adapters, "reused_from": []}
+    if path.exists():
+        found = json.loads(path.read_text())
+        if found.get("weights") != weights:
+            raise ValueError(f"{path} names weights {found.get('weights')}, not {weights}: "
+                             "records of other weights must not be mixed")
+        content["reused_from"] = found.get("reused_from", [])
+    if reused_from is not None and reused_from not in content["reused_from"]:
+        content["reused_from"].append(reused_from)
+    path.write_text(json.dumps(content, indent=1, sort_keys=True) + "\n")
+    return content
+
+
+def read_weights(folder: str | Path) -> dict:
+    path = Path(folder) / WEIGHTS_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: without the adapters' fingerprints of the run that "
+                                f"wrote {folder}, none of its steps can be reused")
+    return json.loads(path.read_text())
+
+
+def unchanged_adapters(earlier: dict[str, str], now: dict[str, str]) -> set[str]:
+    """Adapters whose fingerprint is the same in both runs."""
+    return {name for name, fingerprint in earlier.items() if now.get(name) == fingerprint}
+
+
+class ReusedSteps:
+    """A step model that answers calls to `adapters` from `steps` {(adapter, prompt): Completion}
+    and sends every other call to `model` (in one batch, in order)."""
+
+    def __init__(self, model, steps: dict[tuple[str, str], Completion]):
+        self.model, self.steps = model, steps
+
+    @classmethod
+    def from_records(cls, model, path: str | Path, adapters: set[str]) -> ReusedSteps:
+        """The steps of `adapters` in a records file (a missing file gives none)."""
+        steps = {}
+        for record in load_records(path):
+            for step in record.steps:
+                if step.adapter in adapters:
+                    steps[(step.adapter, step.input)] = Completion(step.output, step.tokens, reused=True)
+        return cls(model, steps)
+
+    def generate(self, prompts: list[str], adapter: str) -> list:
+        found = [self.steps.get((adapter, prompt)) for prompt in prompts]
+        missing = [prompt for prompt, hit in zip(prompts, found) if hit is None]
+        generated = iter(self.model.generate(missing, adapter) if missing else ())
+        return [hit if hit is not None else next(generated) for hit in found]
+
+    def __getattr__(self, name):  # fingerprint, stats, … of the model behind
+        return getattr(self.model, name)
+
+
+__all__ = ["WEIGHTS_FILE", "ReusedSteps", "read_weights", "unchanged_adapters", "write_weights"]

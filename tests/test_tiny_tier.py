@@ -102,14 +102,22 @@ def test_answer_digits_get_the_ids_of_the_tape_cells_they_copy(op):
         elif numbers[-1]:
             numbers.append({})
     numbers = [n for n in numbers if n]
-    if op in ("gt", "lt", "eq"):  # a word answer: coupled ids, as its aligners were trained with
-        assert positions == position_ids(ids, "coupled")
-        return
-    assert numbers == tapes[:2] + tapes[-1:]
-    # An operator or '=' has the id just past the top cell of the number after it: one above its first digit.
+    # a, b and the result; a comparison's halt state holds a and b alone, its answer is a word
+    assert numbers == (tapes if op in ("gt", "lt", "eq") else tapes[:2] + tapes[-1:])
+    comparison = op in ("gt", "lt", "eq")
+    if comparison:  # '=' has the id of the halt state's word, which the next token copies; the word one more
+        word = positions[names.index(names[-2])]
+        assert names[-3] == "=" and positions[-3] == word and positions[-2] == word + 1
+    # An operator or '=' has the id just past the top cell of the number after it: one above its first
+    # digit (a comparison's further non-digit tokens one more each: `==`'s second '=' is two above).
     for i in range(sep + 2, len(ids) - 1):
         if names[i].isdigit() and not names[i - 1].isdigit():
-            assert positions[i - 1] == positions[i] + 1
+            later = 1 if comparison and names[i - 2:i] == ["=", "="] else 0
+            assert positions[i - 1] == positions[i] + 1 + later
+    if op == "eq":
+        assert positions[names.index("=", sep)] == positions[names.index("=", sep) + 1] - 1  # no shared id
+    # <sep> writes a's top digit: a comparison's gets the id just past that cell, every other prompt's 0
+    assert positions[sep] == (positions[sep + 1] + 1 if comparison else 0)
     # Ids of a completion depend only on the tokens before them (what decoding needs).
     for k in range(sep + 1, len(ids)):
         assert position_ids(ids[:k], "coupled-expr") == positions[:k]

@@ -23,10 +23,21 @@ that holds cells (the result: the last such field), counted down from that
 field's cell count, so each digit has the id of the tape cell it copies; an
 operator, '=' or a word gets the id just past the top cell of the number that
 follows it (where the halt state's head marker sits), so every next digit is
-one id down. An id still depends only on the tokens before it. Only arithmetic
-answers get the hints (their halt state holds a result tape besides a and b): a
-comparison's answer ends in a word, not a number, and its aligners keep the
-coupled ids they were trained with.
+one id down. An id still depends only on the tokens before it. A comparison's
+answer (`45>67=False`) gets the same hints for a and b: its halt state holds just
+those two tapes (heads stopped mid-tape where the digits first differ, which
+moves no cell's id); its '=' gets the id of the halt state's word, which the
+next token copies, and each further non-digit token one id up (`==`'s second
+'=', the word), so no two of its queries share an id: sharing them, the eq
+aligner wrote `===` and went on writing digits after the word. Its <sep> is the
+query that writes a's top digit and gets the id just past that cell, as an
+operator does for b (a comparison's halt state is told apart by its two tapes
+and the halt line before <sep>; every other prompt's <sep> keeps id 0): from
+id 0 the aligner found a's top digit by content and wrote its neighbour about
+once in a hundred 100-digit answers. Until round 5
+comparisons kept coupled ids, and their aligners copied 100-digit operands by
+content: 96% of held-out conversions, with digits skipped inside repeats such
+as `8181818`.
 Prompts keep the coupled ids (aligner (I)'s expressions included: giving its
 digits their cells' ids made the first cell of each operand unlearnable in a
 trial, as the query that writes it has an id that varies with the operand's
@@ -57,6 +68,7 @@ import re
 from functools import lru_cache
 
 from caef_bench.machines.ops import BY_SYMBOL
+from caef_bench.machines.text import HALT_LINE
 from caef_bench.models.tokenizer import BOS_ID, SEP_ID, TOKEN_ID, VOCAB, encode
 
 FIELD_STRIDE = 128  # more than the cells of any field (a 101-digit sum plus head room)
@@ -64,6 +76,7 @@ SCHEMES = ("standard", "coupled", "coupled-expr", "coupled-hints")
 _SEPARATORS = frozenset({TOKEN_ID[" "], TOKEN_ID["\n"]})
 _CELLS = frozenset(TOKEN_ID[f"|{d}"] for d in "0123456789")
 _DIGITS = frozenset(TOKEN_ID[d] for d in "0123456789")
+_HALT = TOKEN_ID[HALT_LINE]
 
 
 class _Counter:
@@ -110,17 +123,25 @@ class ExpressionCounter(CoupledCounter):
         self.segment_start = False
         self.expression = False  # inside a completion that is an expression
         self.run, self.digit = -1, 0  # the number being written, and its digits so far
+        self.previous = -1  # the last token counted
 
     def next(self, token_id: int) -> int:
+        previous, self.previous = self.previous, token_id
         if token_id in (SEP_ID, BOS_ID):
             fields = self.filled + (self.cells,)
             self.prompt_cell_fields = tuple((f, c) for f, c in enumerate(fields) if c) if token_id == SEP_ID else ()
             self.filled, self.segment_start, self.expression = (), token_id == SEP_ID, False
             self.run, self.digit = -1, 0
-            return super().next(token_id)
-        if self.segment_start:  # an arithmetic answer: the prompt has a result tape besides a and b
+            position = super().next(token_id)
+            if token_id == SEP_ID and previous == _HALT and len(self.prompt_cell_fields) == 2:
+                # a comparison's halt state (two tapes, nothing else): <sep> is the query that writes
+                # a's top digit, so it gets the id just past that cell, as an operator does for b
+                field, cells = self.prompt_cell_fields[0]
+                position = FIELD_STRIDE * field + cells
+            return position
+        if self.segment_start:  # an answer: a halt state's tapes (a, b and maybe a result) before it
             self.segment_start = False
-            self.expression = token_id in _DIGITS and len(self.prompt_cell_fields) >= 3
+            self.expression = token_id in _DIGITS and len(self.prompt_cell_fields) >= 2
             if self.expression:
                 self.run = 0
         if not self.expression:
@@ -133,13 +154,18 @@ class ExpressionCounter(CoupledCounter):
             field, cells = self._target(self.run)
             self.digit += 1
             return FIELD_STRIDE * field + max(0, cells - self.digit)
-        self.digit = -1
+        self.digit = min(self.digit, 0) - 1  # -1 at the first token after a digit, -2 at the next, ...
         field, cells = self._target(self.run + 1)
-        return FIELD_STRIDE * field + cells  # just past the top cell of the number that follows
+        # just past the top cell of the number that follows; in a comparison's answer each further
+        # token one id up (the second '=' of '==', the word after '='), so no two queries share an id
+        later = -1 - self.digit if len(self.prompt_cell_fields) == 2 else 0
+        return FIELD_STRIDE * field + cells + later
 
     def _target(self, run: int) -> tuple[int, int]:
         """(field, cells) of the prompt's tape that the run-th number of the answer copies."""
-        fields = self.prompt_cell_fields  # a, b, …, the result (at least three: see next())
+        fields = self.prompt_cell_fields  # a, b, …, the result (a comparison's: a and b alone)
+        if run >= 2 and len(fields) == 2:  # a comparison's '=' and word: the halt state's answer word,
+            return fields[-1][0] + 1, 0    # first token of the field after b
         return fields[run] if run < 2 else fields[-1]
 
 

@@ -146,3 +146,18 @@ def test_scoring_stays_import_light():
     repo_root = Path(__file__).resolve().parents[1]
     result = subprocess.run([sys.executable, "-c", code], cwd=repo_root, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+def test_exact_trace_counts_only_right_answers_reached_without_a_wrong_step():
+    from caef_bench.evaluate.suites import _exact_traces
+    from caef_bench.report.tables import CAEF_METRICS, markdown_table
+    from caef_bench.runtime import Divergence, ProblemRecord
+
+    slip = Divergence(step=90, adapter="executor_gt", error_class="wrong_command", expected="a", got="b")
+    records = [ProblemRecord("a", "2>1=", "traced", "True", correct=True, outcome="ok"),
+               ProblemRecord("b", "2>1=", "traced", "True", correct=True, outcome="ok", first_divergence=slip),
+               ProblemRecord("c", "1>2=", "traced", "False", correct=False, outcome="wrong_answer", first_divergence=slip)]
+    exact = _exact_traces(records)
+    assert (exact["n"], exact["accuracy"]) == (3, 1 / 3)
+    table = markdown_table({"gt_5": {"end_to_end": exact, "exact trace": exact}}, CAEF_METRICS, "T", "h")
+    assert "| Greater_than | exact trace, ours |" in table and "exact trace, paper" not in table

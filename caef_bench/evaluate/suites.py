@@ -62,13 +62,19 @@ def _summary(records) -> dict:
     return accuracy([{"correct": r.correct} for r in records])
 
 
+def _exact_traces(records) -> dict:
+    """Right answers reached with every step the machine's (traced records: no first divergence)."""
+    return accuracy([{"correct": r.correct and r.first_divergence is None} for r in records])
+
+
 def run_caef(model, cells, limit, records_dir: Path, progress=None, reuse: Reuse | None = None) -> dict:
     """End-to-end, free-running: aligner (I), the executors, aligner (O), all from the model."""
     results = {}
     for cell in cells:
         problems = [Problem(p["id"], p["expr"]) for p in cell_problems(cell, limit)]
         records, resumed = solve_cell(problems, model, records_dir / f"caef_{cell}.jsonl", reuse, mode="traced")
-        results[cell] = {"end_to_end": _summary(records), "outcomes": _outcomes(records), "resumed": resumed,
+        results[cell] = {"end_to_end": _summary(records), "exact trace": _exact_traces(records),
+                         "outcomes": _outcomes(records), "resumed": resumed,
                          **_reuse_counts(records)}
         if progress:
             progress(cell, results[cell])
@@ -104,6 +110,7 @@ def run_table2(model, cells, limit, records_dir: Path, progress=None, reuse: Reu
         runs = [run(op, int(p["a"]), int(p["b"])) for p in problems]
         results[cell] = {
             "executor": _summary(records),
+            "executor, exact trace": _exact_traces(records),
             "aligner (I)": _aligner_accuracy(model, op, [(p["expr"], r.start_text()) for p, r in zip(problems, runs)]),
             "aligner (O)": _aligner_accuracy(model, op, [(r.text(-1), p["expr"] + p["answer"]) for p, r in zip(problems, runs)]),
             "outcomes": _outcomes(records),

@@ -124,6 +124,7 @@ class ExpressionCounter(CoupledCounter):
         self.expression = False  # inside a completion that is an expression
         self.run, self.digit = -1, 0  # the number being written, and its digits so far
         self.previous = -1  # the last token counted
+        self.comparison = False  # the prompt is a comparison's halt state: two tapes, then the halt line
 
     def next(self, token_id: int) -> int:
         previous, self.previous = self.previous, token_id
@@ -132,13 +133,12 @@ class ExpressionCounter(CoupledCounter):
             self.prompt_cell_fields = tuple((f, c) for f, c in enumerate(fields) if c) if token_id == SEP_ID else ()
             self.filled, self.segment_start, self.expression = (), token_id == SEP_ID, False
             self.run, self.digit = -1, 0
-            position = super().next(token_id)
-            if token_id == SEP_ID and previous == _HALT and len(self.prompt_cell_fields) == 2:
-                # a comparison's halt state (two tapes, nothing else): <sep> is the query that writes
-                # a's top digit, so it gets the id just past that cell, as an operator does for b
-                field, cells = self.prompt_cell_fields[0]
-                position = FIELD_STRIDE * field + cells
-            return position
+            self.comparison = token_id == SEP_ID and previous == _HALT and len(self.prompt_cell_fields) == 2
+            if self.comparison:  # <sep> is the query that writes a's top digit: the id just past that
+                field, cells = self.prompt_cell_fields[0]  # cell, as an operator gets for b
+                super().next(token_id)
+                return FIELD_STRIDE * field + cells
+            return super().next(token_id)
         if self.segment_start:  # an answer: a halt state's tapes (a, b and maybe a result) before it
             self.segment_start = False
             self.expression = token_id in _DIGITS and len(self.prompt_cell_fields) >= 2
@@ -158,13 +158,13 @@ class ExpressionCounter(CoupledCounter):
         field, cells = self._target(self.run + 1)
         # just past the top cell of the number that follows; in a comparison's answer each further
         # token one id up (the second '=' of '==', the word after '='), so no two queries share an id
-        later = -1 - self.digit if len(self.prompt_cell_fields) == 2 else 0
+        later = -1 - self.digit if self.comparison else 0
         return FIELD_STRIDE * field + cells + later
 
     def _target(self, run: int) -> tuple[int, int]:
         """(field, cells) of the prompt's tape that the run-th number of the answer copies."""
         fields = self.prompt_cell_fields  # a, b, …, the result (a comparison's: a and b alone)
-        if run >= 2 and len(fields) == 2:  # a comparison's '=' and word: the halt state's answer word,
+        if run >= 2 and self.comparison:  # a comparison's '=' and word: the halt state's answer word,
             return fields[-1][0] + 1, 0    # first token of the field after b
         return fields[run] if run < 2 else fields[-1]
 

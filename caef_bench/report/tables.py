@@ -42,8 +42,6 @@ def markdown_table(results: dict, metrics: list[tuple[str, str | None, str | Non
     for op, columns in by_op.items():
         for key, table, row in metrics:
             ours = [_ours(columns.get(c, {}).get(key)) if c in columns else "–" for c in COLUMNS]
-            if not any(o != "–" for o in ours):
-                continue  # (results from before this metric existed)
             lines.append(f"| {OP_NAMES[op]} | {key}, ours | " + " | ".join(ours) + " |")
             if table is not None:  # a metric of ours alone has no paper row
                 paper_row = paper[table].get(OP_NAMES[op], {}).get(row, {})

@@ -81,8 +81,5 @@ class ReusedSteps:
         generated = iter(self.model.generate(missing, adapter) if missing else ())
         return [hit if hit is not None else next(generated) for hit in found]
 
-    def __getattr__(self, name):  # fingerprint, stats, … of the model behind
-        return getattr(self.model, name)
-
 
 __all__ = ["WEIGHTS_FILE", "ReusedSteps", "read_weights", "unchanged_adapters", "write_weights"]

@@ -255,6 +255,10 @@ def _onestep(args: argparse.Namespace) -> int:
             cells = ", ".join(f"{cell} {r['accuracy']:.1%} [{r['ci_low']:.1%}, {r['ci_high']:.1%}]"
                               for cell, r in results[name].items())
             print(f"{name:<19} {cells}", flush=True)
+    if out:  # in the order asked for (a resumed run measured the missing adapters last)
+        order = [f"executor_{op}" for op in executors] + [f"aligner_{op}" for op in aligners]
+        results = {name: results[name] for name in sorted(results, key=lambda n: order.index(n) if n in order else len(order))}
+        _write_onestep(out, args.command_line, settings, results, str(_device(args)))
     if args.json:
         Path(args.json).write_text(json.dumps({"command": args.command_line, **settings, "results": results}, indent=1) + "\n")
     return 0

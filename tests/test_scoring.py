@@ -161,3 +161,17 @@ def test_exact_trace_counts_only_right_answers_reached_without_a_wrong_step():
     assert (exact["n"], exact["accuracy"]) == (3, 1 / 3)
     table = markdown_table({"gt_5": {"end_to_end": exact, "exact trace": exact}}, CAEF_METRICS, "T", "h")
     assert "| Greater_than | exact trace, ours |" in table and "exact trace, paper" not in table
+
+
+def test_onestep_table_lists_the_wrong_outputs_where_they_first_differ():
+    from caef_bench.report.tables import first_difference, onestep_markdown
+
+    expected = "SUB q5\n" + "|3" * 40 + "\nNo command to execute."
+    got = "SUB q5\n" + "|3" * 40 + "|0\nNo command to execute."
+    assert first_difference(expected, got, context=4) == ("…|3|3⏎No …", "…|3|3|0⏎N…")
+    stats = {"n": 2, "correct": 1, "accuracy": 0.5, "ci_low": 0.1, "ci_high": 0.9,
+             "failures": [{"prompt": "p", "expected": expected, "got": got}]}
+    text = onestep_markdown({"executor_sub": {"sub_100": stats}}, "header")
+    assert "### Wrong outputs" in text and "executor_sub, sub_100" in text and "|0⏎No command" in text
+    clean = onestep_markdown({"executor_sub": {"sub_100": {**stats, "correct": 2, "accuracy": 1.0, "failures": []}}}, "h")
+    assert "Wrong outputs" not in clean

@@ -66,4 +66,23 @@ def onestep_markdown(results: dict, header: str) -> str:
         by_column = {_cell_column(cell)[1]: stats for cell, stats in cells.items()}
         lowest = min(stats["accuracy"] for stats in cells.values())
         lines.append(f"| {name} | " + " | ".join(_ours(by_column.get(c)) for c in COLUMNS) + f" | {100 * lowest:.1f} |")
+    wrong = [(name, cell, failure) for name, cells in results.items() for cell, stats in cells.items()
+             for failure in stats.get("failures", [])]
+    if wrong:  # the misses themselves, where the results kept them (the first few per cell)
+        lines += ["", "### Wrong outputs", "", "Where each first differs from the machine's text (… marks cut context).", ""]
+        for name, cell, failure in wrong:
+            expected, got = first_difference(failure["expected"], failure["got"])
+            lines.append(f"- {name}, {cell}: expected `{expected}`, got `{got}`")
     return "\n".join(lines) + "\n"
+
+
+def first_difference(expected: str, got: str, context: int = 24) -> tuple[str, str]:
+    """Both texts around the first character where they differ, newlines shown as ⏎."""
+    at = next((i for i, (x, y) in enumerate(zip(expected, got)) if x != y), min(len(expected), len(got)))
+    start = max(0, at - context)
+
+    def window(text: str) -> str:
+        cut = text[start:at + context]
+        return ("…" if start else "") + cut.replace("\n", "⏎") + ("…" if at + context < len(text) else "")
+
+    return window(expected), window(got)

@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field, replace
+
+SHARES = ("equal_share", "short_share", "same_share", "near_share", "composer_share")
+
+
+@dataclass(frozen=True)
+class BasePhase:
+    """One run of the tiny base's pre-training; each phase starts a fresh optimizer and schedule
+    from the weights of the one before (as the shipped base's two H100 rounds did)."""
+
+    samples: int  # steps x batch: the budget does not depend on the batch a machine can hold
+    lr: float
+    curriculum_samples: int = 0  # operand lengths grow from 8 to max_len over these samples
 
 
 @dataclass(frozen=True)
@@ -14,7 +27,7 @@ class Preset:
     stage1_batch: int
     stage2_batch: int
     stage1_steps: int  # per adapter; the tiny tier's stage 1 is short (explanations are long prompts)
-    stage2_steps: int  # per adapter
+    stage2_steps: int  # per adapter, unless the adapter has a budget in adapter_samples
     base_steps: int = 0  # >0: first pre-train the base itself on the mixture of all machines
     base_lr: float = 0.0
     base_batch: int = 0
@@ -28,7 +41,72 @@ class Preset:
     composer_share: float = 0.0  # add, gt: share of transitions from the calls composers make
     decay: str = "constant"  # learning-rate schedule after warm-up: constant or cosine
     target_modules: str | tuple[str, ...] = "all-linear"
+    # The tiny base's pre-training as phases (used unless base_steps, base_lr or curriculum_steps
+    # are overridden, which make it one run of base_steps); its draws are uniform over the length
+    # classes (no shares).
+    base_phases: tuple[BasePhase, ...] = ()
+    # Per adapter ("executor_add"): its stage-2 budget in samples and the preset fields it trains
+    # with instead of the preset's ("lr", the shares, "position_scheme").
+    adapter_plans: dict = field(default_factory=dict)
 
+    def for_adapter(self, kind: str, op: str, overrides: dict | None = None) -> Preset:
+        """This preset as one adapter trains with it: its plan, then the command line's overrides
+        (an explicit --stage2-steps or --batch wins over the plan's budget)."""
+        overrides = overrides or {}
+        plan = dict(self.adapter_plans.get(f"{kind}_{op}", {}))
+        samples = plan.pop("samples", None)
+        preset = replace(self, **{**plan, **overrides})
+        if samples is not None and "stage2_steps" not in overrides:
+            preset = replace(preset, stage2_steps=math.ceil(samples / preset.stage2_batch))
+        return preset
+
+    def base_runs(self, overridden: set[str]) -> list[tuple[int, float, int]]:
+        """(steps, lr, curriculum steps) for each run of the base's pre-training at this batch."""
+        if self.base_phases and not overridden & {"base_steps", "base_lr", "curriculum_steps"}:
+            return [(math.ceil(p.samples / self.base_batch), p.lr, math.ceil(p.curriculum_samples / self.base_batch))
+                    for p in self.base_phases]
+        return [(self.base_steps, self.base_lr, self.curriculum_steps)]
+
+
+# What each shipped tiny adapter was trained on, summed over its rounds (the chain of
+# `initialised_from` in its manifest), as one run: its samples, the highest peak learning rate of
+# its rounds (the peak of the largest round left aligner_div at 42 of 50 from a fresh LoRA), the
+# shares of its last round and the ids it was trained with (tests/test_presets.py checks these against checkpoints/tiny). The mul and div executors had
+# one round (80 steps x 128 at 2e-4, no shares). The LoRA-direct baseline gets the budget of its
+# operator's executor and aligner together (the shipped direct adapters had 10,240 samples each,
+# less than their CAEF counterparts: see README).
+_NO_SHARES = {name: 0.0 for name in SHARES}
+_EXPR = "coupled-expr"  # aligner (I) without index hints: how the mul and div aligners were trained
+TINY_ADAPTER_PLANS = {
+    "executor_add": {"samples": 361_600, "lr": 5e-4},
+    "executor_sub": {"samples": 189_440, "lr": 5e-4},
+    "executor_mul": {"samples": 10_240, "lr": 2e-4, **_NO_SHARES},
+    "executor_div": {"samples": 10_240, "lr": 2e-4, **_NO_SHARES},
+    "executor_gt": {"samples": 95_680, "lr": 3e-4},
+    "executor_lt": {"samples": 180_800, "lr": 5e-4},
+    "executor_eq": {"samples": 19_840, "lr": 5e-4, "same_share": 0.25, "near_share": 0.35, "composer_share": 0.0},
+    "executor_reflection": {"samples": 76_160, "lr": 5e-4},
+    "executor_left_mask": {"samples": 238_240, "lr": 5e-4},
+    "aligner_add": {"samples": 24_640, "lr": 5e-4, "equal_share": 0.4, "composer_share": 0.0},
+    "aligner_sub": {"samples": 121_760, "lr": 5e-4},
+    "aligner_mul": {"samples": 77_760, "lr": 5e-4, "position_scheme": _EXPR},
+    "aligner_div": {"samples": 13_760, "lr": 5e-4, **_NO_SHARES, "equal_share": 0.4, "short_share": 0.15,
+                    "position_scheme": _EXPR},
+    "aligner_gt": {"samples": 103_040, "lr": 5e-4},
+    "aligner_lt": {"samples": 103_040, "lr": 5e-4},
+    "aligner_eq": {"samples": 103_040, "lr": 5e-4},
+}
+for _op in ("add", "sub", "mul", "div", "gt", "lt", "eq"):
+    TINY_ADAPTER_PLANS[f"direct_{_op}"] = {
+        "samples": TINY_ADAPTER_PLANS[f"executor_{_op}"]["samples"] + TINY_ADAPTER_PLANS[f"aligner_{_op}"]["samples"],
+        "lr": 2e-4, **_NO_SHARES}
+
+# The shipped base: round 1 (3,678 steps x 128, lengths growing over the first 1,471) and round 2
+# (2,800 steps x 128 at full length) on one H100, with no shares. They ran under "coupled" ids,
+# before the aligners' index hints existed; the preset pre-trains under the ids its aligners then
+# train with (position_scheme), so the base's aligner samples already carry them.
+TINY_BASE_PHASES = (BasePhase(samples=3_678 * 128, lr=1e-3, curriculum_samples=1_471 * 128),
+                    BasePhase(samples=2_800 * 128, lr=5e-4))
 
 PRESETS = {
     # Lai et al.: LoRA r=8, alpha=16 on all linear modules of the decoder, lr 5e-5,
@@ -36,15 +114,18 @@ PRESETS = {
     "llama": Preset("llama", lora_r=8, lora_alpha=16, lr=5e-5, stage1_batch=8, stage2_batch=16,
                     stage1_steps=500, stage2_steps=2000),
     # The tiny tier: pre-train the whole small base on all machines and aligners
-    # (with coupled positions), then give each machine its LoRA adapter.
+    # (with coupled positions), then give each machine its LoRA adapter, with the budget
+    # and settings its shipped adapter had in all (TINY_ADAPTER_PLANS).
     # No stage 1: with coupled positions a prose prefix pushes every field of the state
     # thousands of position ids away from where the base learnt to copy it.
     # Equal-length and short operands get extra weight: they are what the test cells hold;
     # the comparisons get equal and one-digit-apart pairs (caef_bench.train.sources).
     # coupled-hints: coupled positions plus index hints for both aligners (caef_bench.models.positions).
-    # A quarter of add's and gt's samples are their calls inside composer runs.
-    "tiny": Preset("tiny", lora_r=16, lora_alpha=32, lr=1e-3, stage1_batch=4, stage2_batch=16,
-                   stage1_steps=0, stage2_steps=300, base_steps=50_000, base_lr=1e-3, base_batch=16,
+    # Batch 128 is what the shipped checkpoints trained with; budgets are in samples, so
+    # --batch 16 on a CPU runs eight times the steps.
+    "tiny": Preset("tiny", lora_r=16, lora_alpha=32, lr=1e-3, stage1_batch=4, stage2_batch=128,
+                   stage1_steps=0, stage2_steps=300, base_steps=50_000, base_lr=1e-3, base_batch=128,
                    curriculum_steps=20_000, position_scheme="coupled-hints", decay="cosine",
-                   equal_share=0.25, short_share=0.15, same_share=0.2, near_share=0.3, composer_share=0.25),
+                   equal_share=0.25, short_share=0.15, same_share=0.2, near_share=0.3, composer_share=0.25,
+                   base_phases=TINY_BASE_PHASES, adapter_plans=TINY_ADAPTER_PLANS),
 }

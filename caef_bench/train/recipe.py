@@ -15,12 +15,12 @@ import json
 import platform
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from caef_bench.data.training import ALIGNED_OPS, EXECUTOR_OPS
 from caef_bench.evaluate.onestep import aligner_cases, cells_for, executor_cases, score_cases
-from caef_bench.train.presets import PRESETS, Preset
+from caef_bench.train.presets import PRESETS, SHARES, Preset
 from caef_bench.train.sources import FileSource, MachineSource
 
 KIND_FOLDERS = {"executor": "executors", "aligner": "aligners", "direct": "direct"}
@@ -55,7 +55,11 @@ class TrainRequest:
 
     @property
     def recipe(self) -> Preset:
-        return Preset(**{**asdict(PRESETS[self.preset]), **self.overrides})
+        return replace(PRESETS[self.preset], **self.overrides)
+
+    def recipe_for(self, kind: str, op: str) -> Preset:
+        """The preset with this adapter's plan (budget, learning rate, shares, ids) and the overrides."""
+        return PRESETS[self.preset].for_adapter(kind, op, self.overrides)
 
 
 def _device() -> str:
@@ -111,7 +115,7 @@ def one_step_accuracy(model, codec, kind: str, op: str, per_cell: int, seed: int
 
 
 def _source(request: TrainRequest, kind: str, op: str, stage: int):
-    recipe = request.recipe
+    recipe = request.recipe_for(kind, op)
     if request.data is not None:
         name = f"{kind}_{op}.stage1.jsonl" if stage == 1 else f"{kind}_{op}.jsonl"
         path = request.data / name
@@ -150,7 +154,7 @@ def _base(request: TrainRequest, command: str):
     from caef_bench.models.codec import CaefCodec
     from caef_bench.train.loop import train
 
-    if (folder / "manifest.json").exists() and not (runs / "checkpoint").exists():
+    if (folder / "manifest.json").exists() and not any(runs.glob("**/checkpoint/state.json")):
         # A base cut short by a time budget, shipped without its optimizer state: go on from its weights.
         model = AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32).to(request.torch_device)
     elif request.base_init is not None:  # a further round of pre-training on an earlier base
@@ -158,28 +162,46 @@ def _base(request: TrainRequest, command: str):
     else:  # new, or resumed from the run's checkpoint by train()
         model = build_tiny_base(request.tiny_shape or TinyShape(), seed=request.seed).to(request.torch_device)
     codec = CaefCodec(recipe.position_scheme)
-    if request.data is not None:  # the mixture of every executor and aligner file of the data folder
-        files = sorted(p for p in request.data.glob("*.jsonl") if p.name.startswith(("executor_", "aligner_"))
-                       and ".stage1." not in p.name)
-        source = FileSource(files, request.seed)
-    else:  # the machines the run trains adapters for (all of them by default)
-        every = [("executor", op) for op in EXECUTOR_OPS] + [("aligner", op) for op in ALIGNED_OPS]
-        adapters = [("executor", op) for op in request.executors] + [("aligner", op) for op in request.aligners]
-        source = MachineSource(adapters or every, recipe.max_len, request.seed, curriculum_steps=recipe.curriculum_steps,
-                               **_mixture(recipe))
-    result = train(model, _batches(source, recipe.base_batch, codec), runs, workers=request.workers, steps=recipe.base_steps,
-                   lr=recipe.base_lr, warmup=100, decay=recipe.decay, time_budget_s=request.time_budget_s, title="tiny base: all machines",
-                   progress=request.progress)
+    runs_plan = recipe.base_runs(set(request.overrides))
+    phased = len(runs_plan) > 1
+    every = [("executor", op) for op in EXECUTOR_OPS] + [("aligner", op) for op in ALIGNED_OPS]
+    adapters = [("executor", op) for op in request.executors] + [("aligner", op) for op in request.aligners]
+    fingerprints, steps, tokens, seconds, stopped = [], 0, 0, 0.0, False
+    for index, (phase_steps, phase_lr, curriculum) in enumerate(runs_plan):
+        if request.data is not None:  # the mixture of every executor and aligner file of the data folder
+            files = sorted(p for p in request.data.glob("*.jsonl") if p.name.startswith(("executor_", "aligner_"))
+                           and ".stage1." not in p.name)
+            source = FileSource(files, request.seed + index)
+        else:  # the machines the run trains adapters for (all of them by default)
+            # Phases draw uniformly over the length classes, as the shipped base did; one
+            # overridden run takes the preset's shares.
+            shares = {name: 0.0 for name in SHARES} if phased else _mixture(recipe)
+            source = MachineSource(adapters or every, recipe.max_len, request.seed + index, curriculum_steps=curriculum,
+                                   **shares)
+        phase_runs = runs / f"phase{index + 1}" if phased else runs
+        title = f"tiny base: all machines{f' (phase {index + 1} of {len(runs_plan)})' if phased else ''}"
+        result = train(model, _batches(source, recipe.base_batch, codec), phase_runs, workers=request.workers,
+                       steps=phase_steps, lr=phase_lr, warmup=100, decay=recipe.decay, time_budget_s=request.time_budget_s,
+                       title=title, progress=request.progress)
+        fingerprints.append(source.fingerprint)
+        steps, tokens, seconds = steps + result.steps, tokens + result.tokens, seconds + result.seconds
+        if result.stopped_early:  # the same command goes on from this phase's checkpoint
+            stopped = True
+            break
+        for name in ("loss.jsonl", "loss.png"):
+            if phased and (phase_runs / name).exists():
+                shutil.copy(phase_runs / name, runs / f"phase{index + 1}_{name}")
     save_tiny_base(model, folder, recipe.position_scheme, {"shape": shape_of(model)})
-    for name in ("loss.jsonl", "loss.png"):
+    for name in ("loss.jsonl", "loss.png", *(f"phase{i + 1}_{n}" for i in range(len(runs_plan)) for n in ("loss.jsonl", "loss.png"))):
         if (runs / name).exists():
             shutil.copy(runs / name, folder / name)
     _write_manifest(folder, {
         "what": "tiny base pre-trained, full parameters, on a mixture of the transitions of the machines and "
                 "aligners it gets adapters for",
-        "command": command, "seed": request.seed, "data": source.fingerprint, "steps": result.steps,
-        "tokens": result.tokens, "wall_time_s": round(result.seconds, 1), "device": _device(),
-        "final_loss": result.final_loss, "complete": not result.stopped_early, "preset": asdict(recipe),
+        "command": command, "seed": request.seed, "data": fingerprints if phased else fingerprints[0],
+        "steps": steps, "tokens": tokens, "wall_time_s": round(seconds, 1), "device": _device(),
+        "final_loss": result.final_loss, "complete": not stopped, "preset": asdict(recipe),
+        "phases": [{"steps": n, "lr": lr, "curriculum_steps": c} for n, lr, c in runs_plan] if phased else None,
         "initialised_from": _lineage(request.base_init),
     })
     return model, codec
@@ -219,13 +241,27 @@ def _init_adapter(peft_model, folder: Path | None, kind: str, op: str):
     return _lineage(source)
 
 
+def _codec_for_adapter(codec, request: TrainRequest, kind: str, op: str):
+    """The base's codec, or the ids this adapter's plan (or --position-scheme) asks for."""
+    plan = PRESETS[request.preset].adapter_plans.get(f"{kind}_{op}", {})
+    scheme = request.overrides.get("position_scheme") or plan.get("position_scheme")
+    if scheme is None or codec.scheme == scheme:
+        return codec
+    from caef_bench.models.codec import CaefCodec
+
+    if not isinstance(codec, CaefCodec):  # a pretrained tier's own tokenizer: standard positions only
+        raise ValueError(f"{kind}_{op}: position scheme {scheme!r} needs the CAEF tokenizer")
+    return replace(codec, scheme=scheme)
+
+
 def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, command: str) -> dict:
     """Stage 1 then stage 2 LoRA training of one adapter on the frozen base; returns its manifest."""
     from peft import LoraConfig, get_peft_model
 
     from caef_bench.train.loop import train
 
-    recipe = request.recipe
+    recipe = request.recipe_for(kind, op)
+    codec = _codec_for_adapter(codec, request, kind, op)
     folder = request.out / KIND_FOLDERS[kind] / op
     config = LoraConfig(r=recipe.lora_r, lora_alpha=recipe.lora_alpha, target_modules=recipe.target_modules,
                         lora_dropout=0.0, task_type="CAUSAL_LM")

@@ -1,0 +1,94 @@
+"""The tiny preset as one from-scratch run of what the shipped checkpoints were trained on."""
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from caef_bench.models.tiny import TinyShape
+from caef_bench.train.presets import PRESETS, SHARES
+from caef_bench.train.recipe import TrainRequest, run_training
+
+SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints" / "tiny"
+TINY = PRESETS["tiny"]
+
+
+def _rounds(manifest: dict) -> list[dict]:
+    """The manifest and those it was initialised from, oldest first."""
+    chain = []
+    while isinstance(manifest, dict):
+        chain.append(manifest)
+        manifest = manifest.get("initialised_from")
+    return chain[::-1]
+
+
+def _shipped(kind_folder: str):
+    for folder in sorted((SHIPPED / kind_folder).iterdir()):
+        kind = {"executors": "executor", "aligners": "aligner", "direct": "direct"}[kind_folder]
+        yield kind, folder.name, _rounds(json.loads((folder / "manifest.json").read_text()))
+
+
+@pytest.mark.parametrize("kind_folder", ["executors", "aligners"])
+def test_each_adapters_plan_is_its_shipped_rounds_summed(kind_folder):
+    for kind, op, rounds in _shipped(kind_folder):
+        plan = TINY.for_adapter(kind, op)
+        runs = [(stage["steps"] * stage["batch"], r["preset"]["lr"]) for r in rounds for stage in r["stages"].values()]
+        samples = sum(n for n, _ in runs)
+        assert TINY.adapter_plans[f"{kind}_{op}"]["samples"] == samples, (kind, op)
+        assert plan.stage2_steps * plan.stage2_batch >= samples > (plan.stage2_steps - 1) * plan.stage2_batch
+        assert plan.lr == max(lr for _, lr in runs), (kind, op)
+        last = rounds[-1]
+        assert {s: getattr(plan, s) for s in SHARES} == {s: last["preset"].get(s, 0.0) for s in SHARES}, (kind, op)
+        if kind == "aligner":  # executors' ids are the same under every coupled scheme
+            shipped_scheme = last.get("position_scheme") or last["preset"]["position_scheme"]
+            assert (TINY.adapter_plans[f"{kind}_{op}"].get("position_scheme") or TINY.position_scheme) == shipped_scheme
+
+
+def test_the_base_phases_are_the_shipped_bases_rounds():
+    rounds = _rounds(json.loads((SHIPPED / "base" / "manifest.json").read_text()))
+    runs = TINY.base_runs(set())
+    assert [(steps, lr, curriculum) for steps, lr, curriculum in runs] == [
+        (r["steps"], r["preset"]["base_lr"], r["preset"]["curriculum_steps"]) for r in rounds]
+    assert all(r["preset"]["base_batch"] == TINY.base_batch for r in rounds)
+
+
+def test_budgets_are_samples_so_a_smaller_batch_runs_more_steps():
+    at_16 = TINY.for_adapter("executor", "mul", {"stage2_batch": 16})
+    assert at_16.stage2_steps == 10_240 // 16 and at_16.lr == 2e-4 and at_16.equal_share == 0.0
+    assert TINY.for_adapter("executor", "mul", {"stage2_steps": 7}).stage2_steps == 7  # explicit steps win
+    assert TINY.for_adapter("aligner", "add", {"lr": 1e-3}).lr == 1e-3
+    assert [steps for steps, _, _ in TINY.base_runs(set())] == [3_678, 2_800]
+    assert [steps for steps, _, _ in replace(TINY, base_batch=16).base_runs(set())] == [3_678 * 8, 2_800 * 8]
+    assert TINY.base_runs({"base_steps"}) == [(TINY.base_steps, TINY.base_lr, TINY.curriculum_steps)]
+
+
+def test_the_direct_baseline_gets_its_caef_counterparts_budget():
+    for op in ("add", "sub", "mul", "div", "gt", "lt", "eq"):
+        plans = TINY.adapter_plans
+        assert plans[f"direct_{op}"]["samples"] == plans[f"executor_{op}"]["samples"] + plans[f"aligner_{op}"]["samples"]
+
+
+def test_a_phased_base_trains_each_phase_and_resumes_between_them(tmp_path):
+    from caef_bench.train.presets import BasePhase
+
+    micro = TinyShape(hidden=32, layers=2, heads=2, ffn=64, max_positions=8192)
+    phases = (BasePhase(samples=8, lr=1e-3, curriculum_samples=4), BasePhase(samples=12, lr=5e-4))
+    PRESETS["micro-phases"] = replace(TINY, name="micro-phases", base_phases=phases, base_batch=4, max_len=6,
+                                      adapter_plans={"executor_add": {"samples": 8, "lr": 1e-3}}, stage2_batch=4)
+    try:
+        def request(**extra):
+            return TrainRequest(preset="micro-phases", out=tmp_path, executors=("add",), aligners=(), eval_per_cell=1,
+                                progress=False, tiny_shape=micro, **extra)
+
+        first = run_training(request(time_budget_s=0.0))  # nothing trained: the command is run again
+        assert first["adapters"]["executor_add"]["stages"]["stage2"]["complete"] is False
+        run_training(request())
+        base = json.loads((tmp_path / "base" / "manifest.json").read_text())
+        assert base["complete"] and base["steps"] == 2 + 3
+        assert [p["steps"] for p in base["phases"]] == [2, 3]
+        assert len(base["data"]) == 2 and (tmp_path / "base" / "phase2_loss.jsonl").exists()
+        adapter = json.loads((tmp_path / "executors" / "add" / "manifest.json").read_text())
+        assert adapter["stages"]["stage2"]["steps"] == 2 and adapter["preset"]["lr"] == 1e-3
+    finally:
+        del PRESETS["micro-phases"]

@@ -127,7 +127,13 @@ def _source(request: TrainRequest, kind: str, op: str, stage: int):
 
 def _mixture(recipe: Preset) -> dict:
     """The preset's weighting of the machines' draws, as MachineSource takes it."""
-    return {name: getattr(recipe, name) for name in ("equal_share", "short_share", "same_share", "near_share", "composer_share")}
+    return {name: getattr(recipe, name) for name in SHARES}
+
+
+def _recorded(recipe: Preset) -> dict:
+    """The preset as a manifest records it: every adapter's plan would repeat in each manifest;
+    an adapter's own settings are already in the preset it trained with."""
+    return {name: value for name, value in asdict(recipe).items() if name != "adapter_plans"}
 
 
 def _base(request: TrainRequest, command: str):
@@ -200,7 +206,7 @@ def _base(request: TrainRequest, command: str):
                 "aligners it gets adapters for",
         "command": command, "seed": request.seed, "data": fingerprints if phased else fingerprints[0],
         "steps": steps, "tokens": tokens, "wall_time_s": round(seconds, 1), "device": _device(),
-        "final_loss": result.final_loss, "complete": not stopped, "preset": asdict(recipe),
+        "final_loss": result.final_loss, "complete": not stopped, "preset": _recorded(recipe),
         "phases": [{"steps": n, "lr": lr, "curriculum_steps": c} for n, lr, c in runs_plan] if phased else None,
         "initialised_from": _lineage(request.base_init),
     })
@@ -290,7 +296,7 @@ def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, comma
     _to_bf16(folder / "adapter_model.safetensors")
     manifest = {"adapter": f"{kind}_{op}", "command": command, "seed": request.seed, "data": fingerprints,
                 "stages": stages, "wall_time_s": round(sum(s["wall_time_s"] for s in stages.values()), 1),
-                "device": _device(), "one_step_accuracy": accuracy, "preset": asdict(recipe),
+                "device": _device(), "one_step_accuracy": accuracy, "preset": _recorded(recipe),
                 "position_scheme": codec.scheme}  # the ids it was trained with: loading runs it with the same
     if initialised_from is not None:
         manifest["initialised_from"] = initialised_from

@@ -217,3 +217,21 @@ def test_run_reuses_the_steps_of_unchanged_adapters_from_an_earlier_run(memorise
     assert aligner_calls >= 2 and result["reused_calls"] == aligner_calls and result["model_calls"] == calls
     table = (tmp_path / "results" / "table1_caef.md").read_text()
     assert f"{aligner_calls} of the {calls} model calls" in table and str(tmp_path / "before") in table
+
+
+def test_one_pass_fingerprints_are_each_adapters_own_hash(memorised):
+    import hashlib
+
+    from caef_bench.models.loading import _base_digest, fingerprints, get_tier, weights_fingerprint
+
+    tier = get_tier("tiny", base=memorised / "base", adapters=memorised)
+    weights, prints = fingerprints(tier)
+    base = _base_digest(tier).hexdigest()
+    for name, folder in (("executor_add", "executors/add"), ("aligner_add", "aligners/add")):
+        scheme = json.loads((memorised / folder / "manifest.json").read_text())["position_scheme"]
+        own = hashlib.sha256(f"{base}|{name}|{scheme}".encode())
+        own.update((memorised / folder / "adapter_model.safetensors").read_bytes())
+        assert prints[name] == own.hexdigest()[:12]
+    assert weights == weights_fingerprint(tier)
+    step_model = load_step_model("tiny", str(memorised))
+    assert (step_model.fingerprint, step_model.adapter_fingerprints) == (weights, prints)

@@ -326,42 +326,56 @@ def _base_digest(tier: Tier):
     return digest
 
 
+def fingerprints(tier: Tier) -> tuple[str, dict[str, str]]:
+    """(weights fingerprint, {adapter name: fingerprint}) in one pass: the base hashed once and each
+    adapter file read once (the official adapters of the 8B tier are tens of MB each).
+
+    The weights fingerprint names the weights a run used, so results and resumable records made
+    with other weights are never mixed: the base (`_base_digest`), every adapter file's bytes, and
+    the scheme of each adapter trained under another one than the tier's. An adapter's fingerprint
+    covers what decides its outputs: the base, its bytes and the position scheme it runs under;
+    two runs whose fingerprints agree for an adapter get the same greedy output from it on the
+    same prompt (runtime.reuse relies on that)."""
+    base = _base_digest(tier)
+    weights = base.copy()
+    if tier.adapters is None:
+        return weights.hexdigest()[:12], {}
+    root = Path(tier.adapters)
+    layout = adapter_layout_root(tier.adapters) or root
+    schemes = adapter_schemes(root)
+    per_file = {}  # each loaded adapter's weights file -> (name, its digest so far)
+    for name, folder in _adapter_folders(layout, KINDS, None):
+        prefix = f"{base.hexdigest()}|{name}|{schemes.get(name, tier.position_scheme)}"
+        per_file[(folder / "adapter_model.safetensors").resolve()] = (name, hashlib.sha256(prefix.encode()))
+    unread = set(per_file)
+    for path in sorted(root.rglob("adapter_model.safetensors")):
+        if ".runs" not in path.parts:
+            data = path.read_bytes()
+            weights.update(str(path.relative_to(root)).encode() + data)
+            if path.resolve() in per_file:
+                per_file[path.resolve()][1].update(data)
+                unread.discard(path.resolve())
+    for path in unread:  # loaded from where the scan does not look
+        per_file[path][1].update(path.read_bytes())
+    for name, scheme in sorted(schemes.items()):
+        if scheme != tier.position_scheme:  # the same weights under other ids are other outputs
+            weights.update(f"{name}:{scheme}".encode())
+    return weights.hexdigest()[:12], {name: digest.hexdigest()[:12] for name, digest in per_file.values()}
+
+
 def weights_fingerprint(tier: Tier) -> str:
-    """A short hash that names the weights a run used, so results and resumable records made with
-    other weights are never mixed: the base (`_base_digest`), every adapter file's bytes, and the
-    scheme of each adapter trained under another one than the tier's."""
-    digest = _base_digest(tier)
-    if tier.adapters is not None:
-        root = Path(tier.adapters)
-        for path in sorted(root.rglob("adapter_model.safetensors")):
-            if ".runs" not in path.parts:
-                digest.update(str(path.relative_to(root)).encode() + path.read_bytes())
-        for name, scheme in sorted(adapter_schemes(root).items()):
-            if scheme != tier.position_scheme:  # the same weights under other ids are other outputs
-                digest.update(f"{name}:{scheme}".encode())
-    return digest.hexdigest()[:12]
+    """A short hash that names the weights a run used (`fingerprints`)."""
+    return fingerprints(tier)[0]
 
 
 def adapter_fingerprints(tier: Tier) -> dict[str, str]:
-    """{adapter name: short hash} of what decides one adapter's outputs: the base, the adapter's
-    bytes and the position scheme it runs under. Two runs whose fingerprints agree for an adapter
-    get the same greedy output from it on the same prompt (runtime.reuse relies on that)."""
-    if tier.adapters is None:
-        return {}
-    root = adapter_layout_root(tier.adapters) or Path(tier.adapters)
-    base = _base_digest(tier).hexdigest()
-    schemes = adapter_schemes(root)
-    prints = {}
-    for name, folder in _adapter_folders(root, KINDS, None):
-        digest = hashlib.sha256(f"{base}|{name}|{schemes.get(name, tier.position_scheme)}".encode())
-        digest.update((folder / "adapter_model.safetensors").read_bytes())
-        prints[name] = digest.hexdigest()[:12]
-    return prints
+    """{adapter name: short hash} of what decides one adapter's outputs (`fingerprints`)."""
+    return fingerprints(tier)[1]
 
 
 __all__ = [
     "KINDS", "LLAMA_HUB_ID", "TIERS", "LoadedTier", "Tier",
     "adapter_dir", "adapter_name", "aligner_name", "executor_name", "get_tier", "load",
     "adapter_schemes", "load_adapters", "load_base", "loaded_adapters", "position_scheme_of", "save_adapter",
-    "torch_dtype", "use_adapter", "weights_fingerprint", "adapter_fingerprints",
+    "torch_dtype", "use_adapter", "weights_fingerprint", "adapter_fingerprints", "fingerprints",
 ]

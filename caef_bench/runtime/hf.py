@@ -136,7 +136,7 @@ def load_step_model(tier: str = "tiny", checkpoints: str | None = None, speculat
     from pathlib import Path
 
     from caef_bench.models.codec import codec_for
-    from caef_bench.models.loading import adapter_fingerprints, load, weights_fingerprint
+    from caef_bench.models.loading import fingerprints, load
 
     overrides = {}
     if checkpoints:
@@ -145,6 +145,6 @@ def load_step_model(tier: str = "tiny", checkpoints: str | None = None, speculat
             overrides["base"] = Path(checkpoints) / "base"
     loaded = load(tier, device=device, **overrides)
     codecs = {name: codec_for(loaded.tokenizer, scheme) for name, scheme in loaded.schemes.items()}
+    weights, per_adapter = fingerprints(loaded.tier)
     return HFStepModel(loaded.model, codec_for(loaded.tokenizer, loaded.tier.position_scheme), speculative,
-                       fingerprint=weights_fingerprint(loaded.tier), codecs=codecs,
-                       adapter_fingerprints=adapter_fingerprints(loaded.tier))
+                       fingerprint=weights, codecs=codecs, adapter_fingerprints=per_adapter)

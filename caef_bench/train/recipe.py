@@ -172,7 +172,7 @@ def _base(request: TrainRequest, command: str):
     phased = len(runs_plan) > 1
     every = [("executor", op) for op in EXECUTOR_OPS] + [("aligner", op) for op in ALIGNED_OPS]
     adapters = [("executor", op) for op in request.executors] + [("aligner", op) for op in request.aligners]
-    fingerprints, steps, tokens, seconds, stopped = [], 0, 0, 0.0, False
+    fingerprints, steps, tokens, seconds, finished = [], 0, 0, 0.0, 0
     for index, (phase_steps, phase_lr, curriculum) in enumerate(runs_plan):
         if request.data is not None:  # the mixture of every executor and aligner file of the data folder
             files = sorted(p for p in request.data.glob("*.jsonl") if p.name.startswith(("executor_", "aligner_"))
@@ -192,15 +192,16 @@ def _base(request: TrainRequest, command: str):
         fingerprints.append(source.fingerprint)
         steps, tokens, seconds = steps + result.steps, tokens + result.tokens, seconds + result.seconds
         if result.stopped_early:  # the same command goes on from this phase's checkpoint
-            stopped = True
             break
-        for name in ("loss.jsonl", "loss.png"):
-            if phased and (phase_runs / name).exists():
-                shutil.copy(phase_runs / name, runs / f"phase{index + 1}_{name}")
+        finished += 1
+    stopped = finished < len(runs_plan)
     save_tiny_base(model, folder, recipe.position_scheme, {"shape": shape_of(model)})
-    for name in ("loss.jsonl", "loss.png", *(f"phase{i + 1}_{n}" for i in range(len(runs_plan)) for n in ("loss.jsonl", "loss.png"))):
-        if (runs / name).exists():
-            shutil.copy(runs / name, folder / name)
+    # The loss curves: the single run's, or each finished phase's as phase<k>_loss.*
+    curves = [(runs / f"phase{k}", f"phase{k}_") for k in range(1, finished + 1)] if phased else [(runs, "")]
+    for run_dir, prefix in curves:
+        for name in ("loss.jsonl", "loss.png"):
+            if (run_dir / name).exists():
+                shutil.copy(run_dir / name, folder / f"{prefix}{name}")
     _write_manifest(folder, {
         "what": "tiny base pre-trained, full parameters, on a mixture of the transitions of the machines and "
                 "aligners it gets adapters for",

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from caef_bench.models.tiny import TinyShape
-from caef_bench.train.presets import PRESETS, SHARES
+from caef_bench.train.presets import ALIGNER_MIN_SAMPLES, PRESETS, SHARES, SHIPPED_ROUNDS
 from caef_bench.train.recipe import TrainRequest, run_training
 
 SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints" / "tiny"
@@ -31,18 +31,23 @@ def _shipped(kind_folder: str):
 
 @pytest.mark.parametrize("kind_folder", ["executors", "aligners"])
 def test_each_adapters_plan_is_its_shipped_rounds_summed(kind_folder):
+    """Aligners' budgets are raised to ALIGNER_MIN_SAMPLES where their rounds had fewer, and every
+    adapter trains under the preset's ids."""
     for kind, op, rounds in _shipped(kind_folder):
         plan = TINY.for_adapter(kind, op)
         runs = [(stage["steps"] * stage["batch"], r["preset"]["lr"]) for r in rounds for stage in r["stages"].values()]
         samples = sum(n for n, _ in runs)
-        assert TINY.adapter_plans[f"{kind}_{op}"]["samples"] == samples, (kind, op)
-        assert plan.stage2_steps * plan.stage2_batch >= samples > (plan.stage2_steps - 1) * plan.stage2_batch
+        assert SHIPPED_ROUNDS[f"{kind}_{op}"]["samples"] == samples, (kind, op)
+        budget = max(samples, ALIGNER_MIN_SAMPLES) if kind == "aligner" else samples
+        assert TINY.adapter_plans[f"{kind}_{op}"]["samples"] == budget, (kind, op)
+        assert plan.stage2_steps * plan.stage2_batch >= budget > (plan.stage2_steps - 1) * plan.stage2_batch
         assert plan.lr == max(lr for _, lr in runs), (kind, op)
         last = rounds[-1]
         assert {s: getattr(plan, s) for s in SHARES} == {s: last["preset"].get(s, 0.0) for s in SHARES}, (kind, op)
         if kind == "aligner":  # executors' ids are the same under every coupled scheme
             shipped_scheme = last.get("position_scheme") or last["preset"]["position_scheme"]
-            assert (TINY.adapter_plans[f"{kind}_{op}"].get("position_scheme") or TINY.position_scheme) == shipped_scheme
+            assert (SHIPPED_ROUNDS[f"{kind}_{op}"].get("position_scheme") or TINY.position_scheme) == shipped_scheme
+        assert plan.position_scheme == TINY.position_scheme  # the ids the preset's base pre-trains under
 
 
 def test_the_base_phases_are_the_shipped_bases_rounds():

@@ -185,6 +185,17 @@ def test_adapters_on_a_given_base_use_its_scheme_unless_told_otherwise(tmp_path)
         set_position_scheme(save_dir, "rotary")
 
 
+def test_coupled_ids_on_a_base_with_its_own_tokenizer_are_refused(tmp_path):
+    from caef_bench.train.recipe import _base
+    from micro_model import build_micro_model
+
+    pretrained = build_micro_model(tmp_path / "pretrained")
+    _, codec = _base(_request(tmp_path / "a", base=str(pretrained)), "test")
+    assert codec.scheme == "standard"
+    with pytest.raises(ValueError, match="needs the CAEF tokenizer"):
+        _base(_request(tmp_path / "b", base=str(pretrained), overrides={"position_scheme": "coupled"}), "test")
+
+
 def test_left_mask_draws_differences_with_leading_zeros_to_erase():
     import random
 

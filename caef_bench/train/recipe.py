@@ -150,8 +150,11 @@ def _base(request: TrainRequest, command: str):
         tokenizer = AutoTokenizer.from_pretrained(request.base)
         # The base's own scheme, unless asked otherwise: coupled-expr differs from coupled on
         # expressions only, so aligners can move to it on a base pre-trained with coupled.
-        scheme = request.overrides.get("position_scheme") or tier_info(request.base)["position_scheme"]
-        return model, codec_for(tokenizer, scheme)
+        asked = request.overrides.get("position_scheme")
+        codec = codec_for(tokenizer, asked or tier_info(request.base)["position_scheme"])
+        if asked not in (None, codec.scheme):
+            raise ValueError(f"position scheme {asked!r} needs the CAEF tokenizer; {request.base} has its own")
+        return model, codec
     folder = request.out / "base"
     runs = request.out / ".runs" / "base"
     if _finished(folder):
@@ -248,19 +251,6 @@ def _init_adapter(peft_model, folder: Path | None, kind: str, op: str):
     return _lineage(source)
 
 
-def _codec_for_adapter(codec, request: TrainRequest, kind: str, op: str):
-    """The base's codec, or the ids this adapter's plan (or --position-scheme) asks for."""
-    plan = PRESETS[request.preset].adapter_plans.get(f"{kind}_{op}", {})
-    scheme = request.overrides.get("position_scheme") or plan.get("position_scheme")
-    if scheme is None or codec.scheme == scheme:
-        return codec
-    from caef_bench.models.codec import CaefCodec
-
-    if not isinstance(codec, CaefCodec):  # a pretrained tier's own tokenizer: standard positions only
-        raise ValueError(f"{kind}_{op}: position scheme {scheme!r} needs the CAEF tokenizer")
-    return replace(codec, scheme=scheme)
-
-
 def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, command: str) -> dict:
     """Stage 1 then stage 2 LoRA training of one adapter on the frozen base; returns its manifest."""
     from peft import LoraConfig, get_peft_model
@@ -268,7 +258,6 @@ def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, comma
     from caef_bench.train.loop import train
 
     recipe = request.recipe_for(kind, op)
-    codec = _codec_for_adapter(codec, request, kind, op)
     folder = request.out / KIND_FOLDERS[kind] / op
     config = LoraConfig(r=recipe.lora_r, lora_alpha=recipe.lora_alpha, target_modules=recipe.target_modules,
                         lora_dropout=0.0, task_type="CAUSAL_LM")

@@ -97,6 +97,7 @@ def _train(args: argparse.Namespace) -> int:
         data=Path(args.data) if args.data else None,
         executors=_ops(args.executors, EXECUTOR_OPS, EXECUTOR_OPS), aligners=_ops(args.aligners, ALIGNED_OPS, ALIGNED_OPS),
         direct=_ops(args.direct, ALIGNED_OPS, ()), overrides=overrides, time_budget_s=args.time_budget,
+        stop_after_s=args.stop_after,
         eval_per_cell=args.eval_per_cell, progress=not args.quiet, command=args.command_line, device=args.device,
         workers=args.workers, base_init=Path(args.base_init) if args.base_init else None,
         adapter_init=Path(args.adapter_init) if args.adapter_init else None,
@@ -109,6 +110,8 @@ def _train(args: argparse.Namespace) -> int:
         cells = ", ".join(f"{cell} {r['accuracy']:.1%}" for cell, r in accuracy.items())
         print(f"{name:<22} {cells}")
     print(f"written to {args.out}/ in {summary['seconds']} s")
+    if summary["stopped"]:
+        print(f"stopped: {summary['stopped']}; the same command goes on from there")
     return 0
 
 
@@ -338,7 +341,11 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--stage1-steps", type=int, help="override the preset's stage-1 steps per adapter")
     train.add_argument("--stage2-steps", type=int, help="override the preset's stage-2 steps per adapter")
     train.add_argument("--max-len", type=int, help="operand lengths 1..N (default 100)")
-    train.add_argument("--time-budget", type=float, help="seconds per training run; resume later with the same command")
+    train.add_argument("--time-budget", type=float,
+                       help="seconds per training run in this invocation; the same command goes on later")
+    train.add_argument("--stop-after", type=float,
+                       help="seconds for the whole command: stop the run in progress then, start no other; "
+                            "the same command goes on later")
     train.add_argument("--eval-per-cell", type=int, default=50, help="one-step evaluation cases per test cell")
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--device", help="cpu, cuda, cuda:1 … (default: cuda when available)")

@@ -1,6 +1,7 @@
 """`caef-bench train` end to end on a micro tiny base: layout, manifests, frozen base, resume."""
 
 import json
+from dataclasses import replace
 
 import torch
 
@@ -50,9 +51,35 @@ def test_a_run_cut_short_by_its_time_budget_is_continued_by_the_same_command(tmp
     first = run_training(_request(tmp_path, executors=("add",), aligners=(), direct=(), time_budget_s=0.0))
     base = json.loads((tmp_path / "base/manifest.json").read_text())
     assert base["complete"] is False and base["steps"] == 0
-    assert first["adapters"]["executor_add"]["stages"]["stage2"]["complete"] is False
+    # No adapter trains on a base that is still to change (it would be skipped later as finished).
+    assert first["adapters"] == {} and "base" in first["stopped"]
+    assert not (tmp_path / "executors").exists()
     run_training(_request(tmp_path, executors=("add",), aligners=(), direct=()))
     base = json.loads((tmp_path / "base/manifest.json").read_text())
     adapter = json.loads((tmp_path / "executors/add/manifest.json").read_text())
     assert base["complete"] is True and base["steps"] == 6
     assert adapter["stages"]["stage2"]["complete"] is True and adapter["stages"]["stage2"]["steps"] == 3
+
+
+def test_stop_after_ends_the_command_between_adapters_and_the_same_command_goes_on(tmp_path):
+    run_training(_request(tmp_path / "first", executors=(), aligners=(), direct=()))  # a base to train on
+    request = _request(tmp_path / "adapters", executors=("add", "gt"), aligners=(), direct=(),
+                       base=str(tmp_path / "first" / "base"))
+    stopped = run_training(replace(request, stop_after_s=0.0))
+    assert stopped["adapters"] == {} and "--stop-after" in stopped["stopped"]
+    finished = run_training(request)
+    assert finished["stopped"] is None and set(finished["adapters"]) == {"executor_add", "executor_gt"}
+
+
+def test_a_time_budget_counts_this_invocation_so_the_same_budget_goes_on(tmp_path):
+    from caef_bench.models.tiny import build_tiny_base
+    from caef_bench.train.loop import train
+
+    model = build_tiny_base(MICRO, seed=0)
+    batch = {"input_ids": torch.ones(2, 4, dtype=torch.long), "attention_mask": torch.ones(2, 4, dtype=torch.long)}
+    batch["labels"] = batch["input_ids"]
+    assert train(model, lambda step: batch, tmp_path, steps=2, lr=1e-3, progress=False).steps == 2
+    state = tmp_path / "checkpoint" / "state.json"
+    state.write_text(json.dumps({**json.loads(state.read_text()), "seconds": 10_000.0}))  # a long earlier run
+    result = train(model, lambda step: batch, tmp_path, steps=4, lr=1e-3, progress=False, time_budget_s=600)
+    assert result.steps == 4 and not result.stopped_early and result.seconds >= 10_000

@@ -146,12 +146,15 @@ def train(model, make_batch: Callable[[int], dict], run_dir: str | Path, *, step
     # bf16 autocast on an accelerator (the paper trains in bf16); full precision on a CPU.
     on_gpu = params[0].device.type == "cuda"
     precision = torch.autocast("cuda", dtype=torch.bfloat16) if on_gpu else contextlib.nullcontext()
-    started, window = time.perf_counter() - state["seconds"], []
+    # `started` carries the seconds of earlier invocations (the run's wall time); the time budget
+    # counts this invocation's alone, so the same command with the same budget goes on.
+    invoked = time.perf_counter()
+    started, window = invoked - state["seconds"], []
     bar = tqdm(total=steps, initial=state["step"], desc=title or "train", unit="step", disable=not progress)
     stopped_early = False
     device = params[0].device
     for _, batch in _batches_from(make_batch, state["step"], steps, workers):
-        if time_budget_s is not None and time.perf_counter() - started > time_budget_s:
+        if time_budget_s is not None and time.perf_counter() - invoked > time_budget_s:
             stopped_early = True
             break
         tokens = int(batch["attention_mask"].sum())  # counted on the CPU copy

@@ -6,7 +6,8 @@ Output layout (the official release's, so every tier loads the same way):
     OUT/aligners/<op>/
     OUT/direct/<op>/               the LoRA-direct baseline (direct prompt -> answer)
     OUT/.runs/                     resumable run state (checkpoints, not shipped)
-A finished adapter (one with a manifest) is skipped, so an interrupted run resumes.
+A finished adapter (one with a manifest) is skipped, so an interrupted run resumes; no adapter
+trains on a base whose pre-training was cut short.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ class TrainRequest:
     base: str | None = None  # a base model folder; the tiny preset builds and pre-trains its own
     data: Path | None = None  # `caef-bench data build` output, for presets that train from files
     overrides: dict = field(default_factory=dict)  # preset fields, e.g. {"stage2_steps": 10}
-    time_budget_s: float | None = None  # per training run
+    time_budget_s: float | None = None  # per training run, per invocation
+    stop_after_s: float | None = None  # for the whole command: no run goes past it, none starts after it
     eval_per_cell: int = 50
     progress: bool = True
     tiny_shape: object = None  # a TinyShape for the tiny base (default: TinyShape())
@@ -52,6 +54,14 @@ class TrainRequest:
         from caef_bench.models.loading import default_device
 
         return default_device(self.device)
+
+    deadline: float | None = None  # time.monotonic() at which stop_after_s runs out (set by run_training)
+
+    def run_budget_s(self) -> float | None:
+        """Seconds the next training run may take: its own budget, or what is left of the command's."""
+        budgets = [b for b in (self.time_budget_s, None if self.deadline is None else self.deadline - time.monotonic())
+                   if b is not None]
+        return max(0.0, min(budgets)) if budgets else None
 
     @property
     def recipe(self) -> Preset:
@@ -190,7 +200,7 @@ def _base(request: TrainRequest, command: str):
         phase_runs = runs / f"phase{index + 1}" if phased else runs
         title = f"tiny base: all machines{f' (phase {index + 1} of {len(runs_plan)})' if phased else ''}"
         result = train(model, _batches(source, recipe.base_batch, codec), phase_runs, workers=request.workers,
-                       steps=phase_steps, lr=phase_lr, warmup=100, decay=recipe.decay, time_budget_s=request.time_budget_s,
+                       steps=phase_steps, lr=phase_lr, warmup=100, decay=recipe.decay, time_budget_s=request.run_budget_s(),
                        title=title, progress=request.progress)
         fingerprints.append(source.fingerprint)
         steps, tokens, seconds = steps + result.steps, tokens + result.tokens, seconds + result.seconds
@@ -270,7 +280,7 @@ def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, comma
             continue
         runs = request.out / ".runs" / f"{kind}_{op}" / f"stage{stage}"
         result = train(peft_model, _batches(source, batch, codec), runs, workers=request.workers, steps=steps, lr=recipe.lr,
-                       warmup=min(20, steps // 10), decay=recipe.decay, time_budget_s=request.time_budget_s, title=f"{kind} {op} stage {stage}", progress=request.progress)
+                       warmup=min(20, steps // 10), decay=recipe.decay, time_budget_s=request.run_budget_s(), title=f"{kind} {op} stage {stage}", progress=request.progress)
         stages[f"stage{stage}"] = {"steps": result.steps, "tokens": result.tokens, "batch": batch,
                                    "wall_time_s": round(result.seconds, 1), "final_loss": result.final_loss,
                                    "complete": not result.stopped_early}
@@ -301,15 +311,25 @@ def run_training(request: TrainRequest) -> dict:
     torch.manual_seed(request.seed)
     command = request.command
     started = time.perf_counter()
+    if request.stop_after_s is not None:
+        request = replace(request, deadline=time.monotonic() + request.stop_after_s)
     model, codec = _base(request, command)
+    manifests, stopped = {}, None
+    if request.base is None and not _finished(request.out / "base"):
+        # Adapters trained on a base that is still to change would be skipped, as finished, later.
+        stopped = "the base's pre-training was cut short"
     for p in model.parameters():
         p.requires_grad_(False)
-    manifests = {}
     for kind, ops in (("executor", request.executors), ("aligner", request.aligners), ("direct", request.direct)):
         for op in ops:
+            if stopped:
+                break
             folder = request.out / KIND_FOLDERS[kind] / op
             if _finished(folder):
                 manifests[f"{kind}_{op}"] = json.loads((folder / "manifest.json").read_text())
                 continue
+            if request.deadline is not None and time.monotonic() >= request.deadline:
+                stopped = f"--stop-after ran out before {kind}_{op}"
+                break
             manifests[f"{kind}_{op}"] = train_adapter(model, codec, request, kind, op, command)
-    return {"seconds": round(time.perf_counter() - started, 1), "adapters": manifests}
+    return {"seconds": round(time.perf_counter() - started, 1), "adapters": manifests, "stopped": stopped}

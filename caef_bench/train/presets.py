@@ -27,7 +27,7 @@ class Preset:
     stage1_batch: int
     stage2_batch: int
     stage1_steps: int  # per adapter; the tiny tier's stage 1 is short (explanations are long prompts)
-    stage2_steps: int  # per adapter, unless the adapter has a budget in adapter_samples
+    stage2_steps: int  # per adapter, unless its plan in adapter_plans has a budget in samples
     base_steps: int = 0  # >0: first pre-train the base itself on the mixture of all machines
     base_lr: float = 0.0
     base_batch: int = 0
@@ -51,7 +51,7 @@ class Preset:
 
     def for_adapter(self, kind: str, op: str, overrides: dict | None = None) -> Preset:
         """This preset as one adapter trains with it: its plan, then the command line's overrides
-        (an explicit --stage2-steps or --batch wins over the plan's budget)."""
+        (an explicit --stage2-steps wins over the plan's budget; --batch divides it into steps)."""
         overrides = overrides or {}
         plan = dict(self.adapter_plans.get(f"{kind}_{op}", {}))
         samples = plan.pop("samples", None)

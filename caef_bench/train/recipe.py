@@ -40,6 +40,7 @@ class TrainRequest:
     overrides: dict = field(default_factory=dict)  # preset fields, e.g. {"stage2_steps": 10}
     time_budget_s: float | None = None  # per training run, per invocation
     stop_after_s: float | None = None  # for the whole command: no run goes past it, none starts after it
+    deadline: float | None = None  # time.monotonic() at which stop_after_s runs out (set by run_training)
     eval_per_cell: int = 50
     progress: bool = True
     tiny_shape: object = None  # a TinyShape for the tiny base (default: TinyShape())
@@ -55,8 +56,6 @@ class TrainRequest:
 
         return default_device(self.device)
 
-    deadline: float | None = None  # time.monotonic() at which stop_after_s runs out (set by run_training)
-
     def run_budget_s(self) -> float | None:
         """Seconds the next training run may take: its own budget, or what is left of the command's."""
         budgets = [b for b in (self.time_budget_s, None if self.deadline is None else self.deadline - time.monotonic())
@@ -68,7 +67,7 @@ class TrainRequest:
         return replace(PRESETS[self.preset], **self.overrides)
 
     def recipe_for(self, kind: str, op: str) -> Preset:
-        """The preset with this adapter's plan (budget, learning rate, shares, ids) and the overrides."""
+        """The preset with this adapter's plan (budget, learning rate, shares) and the overrides."""
         return PRESETS[self.preset].for_adapter(kind, op, self.overrides)
 
 
@@ -320,16 +319,15 @@ def run_training(request: TrainRequest) -> dict:
         stopped = "the base's pre-training was cut short"
     for p in model.parameters():
         p.requires_grad_(False)
-    for kind, ops in (("executor", request.executors), ("aligner", request.aligners), ("direct", request.direct)):
-        for op in ops:
-            if stopped:
-                break
-            folder = request.out / KIND_FOLDERS[kind] / op
-            if _finished(folder):
-                manifests[f"{kind}_{op}"] = json.loads((folder / "manifest.json").read_text())
-                continue
-            if request.deadline is not None and time.monotonic() >= request.deadline:
-                stopped = f"--stop-after ran out before {kind}_{op}"
-                break
-            manifests[f"{kind}_{op}"] = train_adapter(model, codec, request, kind, op, command)
+    asked = [(kind, op) for kind, ops in (("executor", request.executors), ("aligner", request.aligners),
+                                          ("direct", request.direct)) for op in ops]
+    for kind, op in [] if stopped else asked:
+        folder = request.out / KIND_FOLDERS[kind] / op
+        if _finished(folder):
+            manifests[f"{kind}_{op}"] = json.loads((folder / "manifest.json").read_text())
+            continue
+        if request.deadline is not None and time.monotonic() >= request.deadline:
+            stopped = f"--stop-after ran out before {kind}_{op}"
+            break
+        manifests[f"{kind}_{op}"] = train_adapter(model, codec, request, kind, op, command)
     return {"seconds": round(time.perf_counter() - started, 1), "adapters": manifests, "stopped": stopped}

@@ -99,7 +99,8 @@ def _train(args: argparse.Namespace) -> int:
         direct=_ops(args.direct, ALIGNED_OPS, ()), overrides=overrides, time_budget_s=args.time_budget,
         stop_after_s=args.stop_after,
         eval_per_cell=args.eval_per_cell, progress=not args.quiet, command=args.command_line, device=args.device,
-        workers=args.workers, base_init=Path(args.base_init) if args.base_init else None,
+        workers=args.workers, precision=args.precision, micro_batch_tokens=args.micro_batch_tokens,
+        base_init=Path(args.base_init) if args.base_init else None,
         adapter_init=Path(args.adapter_init) if args.adapter_init else None,
     )
     if args.preset != "tiny" and not args.base:
@@ -351,6 +352,12 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--device", help="cpu, cuda, cuda:1 … (default: cuda when available)")
     train.add_argument("--workers", type=int, default=0, help="processes building batches ahead (use several on a GPU)")
     train.add_argument("--batch", type=int, help="override the base and stage-2 batch size (larger on a GPU)")
+    train.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",
+                       help="bf16 autocast or fp32 (default auto: bf16 on a GPU and on a CPU with native bf16, "
+                            "such as AMX or AVX512-BF16)")
+    train.add_argument("--micro-batch-tokens", type=int,
+                       help="split each step's batch into length-sorted micro-batches of at most N padded tokens, "
+                            "same gradient (default 4096 on a CPU, whole batches on a GPU; 0: whole batches)")
     train.add_argument("--lr", type=float, help="override the adapters' learning rate")
     train.add_argument("--base-lr", type=float, help="override the tiny base's learning rate")
     train.add_argument("--base-init", help="tiny preset: pre-train the base further, starting from this base folder")

@@ -31,7 +31,21 @@ def test_tiny_recipe_writes_the_official_layout_with_manifests(tmp_path):
     assert (tmp_path / "executors/add/stage2_loss.png").exists()
     base = json.loads((tmp_path / "base/manifest.json").read_text())
     assert base["steps"] == 6 and "mixture" in base["what"]
+    # What the runs trained in is on record: a micro model on a CPU keeps whole fp32 batches.
+    for manifest in (base, executor["stages"]["stage2"]):
+        assert manifest["micro_batch_tokens"] == 0 and manifest["precision"] == "fp32"
     assert json.loads((tmp_path / "base/caef_tier.json").read_text())["position_scheme"] == "coupled-hints"
+
+
+def test_the_cpu_splits_batches_for_models_as_wide_as_the_tiny_tier_only():
+    from types import SimpleNamespace
+
+    request = _request("unused", device="cpu")
+    tiny_tier = SimpleNamespace(config=SimpleNamespace(hidden_size=256))
+    micro = SimpleNamespace(config=SimpleNamespace(hidden_size=MICRO.hidden))
+    assert request.micro_tokens(tiny_tier) == 4096 and request.micro_tokens(micro) == 0
+    assert replace(request, device="cuda").micro_tokens(tiny_tier) == 0
+    assert replace(request, micro_batch_tokens=1000).micro_tokens(micro) == 1000
 
 
 def test_adapters_leave_the_base_untouched_and_finished_ones_are_skipped(tmp_path):

@@ -82,9 +82,9 @@ CPU_FAST_MIN_HIDDEN = 256
 def resolve_precision(device_type: str, precision: str = "auto", hidden_size: int = 0) -> str:
     """fp32 or bf16 (autocast) for a run on `device_type`. auto: bf16 on an accelerator (the
     paper trains in bf16); on a CPU with native bf16, bf16 for models of hidden size 256 or
-    more, where it measured faster (1.65x at 256 on this project's 2-core machine; about even
-    at 128; at 64 slower, the casts costing more than the small products save); else fp32.
-    The weights and optimizer stay fp32 either way."""
+    more (the tiny tier trained 1.47x faster on this project's 2-core machine,
+    results/bench_training.md; the tests' hidden-64 micro base 13% slower, the casts costing
+    more than its small products save); else fp32. The weights and optimizer stay fp32."""
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; expected one of {', '.join(PRECISIONS)}")
     if precision != "auto":

@@ -15,6 +15,7 @@ import argparse
 import platform
 import shlex
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from caef_bench.data.training import ALIGNED_OPS, EXECUTOR_OPS
 from caef_bench.models.codec import CaefCodec
 from caef_bench.train.batches import collate_micro
 from caef_bench.train.loop import native_cpu_bf16, train
+from caef_bench.train.presets import PRESETS
 from caef_bench.train.sources import MachineSource
 
 
@@ -31,11 +33,12 @@ def _model(base: str, lora: bool):
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
-    if lora:  # the tiny preset's adapters: r=16 on every linear module
+    if lora:  # the tiny preset's adapters; peft leaves only the LoRA weights trainable
         from peft import LoraConfig, get_peft_model
 
-        model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, target_modules="all-linear",
-                                                 lora_dropout=0.0, task_type="CAUSAL_LM"))
+        preset = PRESETS["tiny"]
+        model = get_peft_model(model, LoraConfig(r=preset.lora_r, lora_alpha=preset.lora_alpha, lora_dropout=0.0,
+                                                 target_modules=preset.target_modules, task_type="CAUSAL_LM"))
     return model
 
 
@@ -59,15 +62,10 @@ def main() -> None:
              f"{args.steps} timed steps after one warm-up",
              f"{'what':<6} {'micro-batch tokens':>18} {'precision':>9} {'tokens/s':>9} {'last loss':>9}"]
     print("\n".join(lines), flush=True)
-    import tempfile
-
     for lora in (False, True):
         for micro in (int(m) for m in args.micro.split(",")):
             for precision in precisions:
                 model = _model(args.base, lora)
-                if lora:
-                    for name, p in model.named_parameters():
-                        p.requires_grad_("lora_" in name)
                 with tempfile.TemporaryDirectory() as run:
                     make = lambda step: collate_micro(steps[step], codec, micro)  # noqa: E731
                     train(model, make, run, steps=1, lr=1e-4, precision=precision, progress=False)  # warm-up

@@ -201,6 +201,7 @@ def _base(request: TrainRequest, command: str):
     every = [("executor", op) for op in EXECUTOR_OPS] + [("aligner", op) for op in ALIGNED_OPS]
     adapters = [("executor", op) for op in request.executors] + [("aligner", op) for op in request.aligners]
     fingerprints, steps, tokens, seconds, finished = [], 0, 0, 0.0, 0
+    micro_tokens = request.micro_tokens(model)
     for index, (phase_steps, phase_lr, curriculum) in enumerate(runs_plan):
         if request.data is not None:  # the mixture of every executor and aligner file of the data folder
             files = sorted(p for p in request.data.glob("*.jsonl") if p.name.startswith(("executor_", "aligner_"))
@@ -214,7 +215,7 @@ def _base(request: TrainRequest, command: str):
                                    **shares)
         phase_runs = runs / f"phase{index + 1}" if phased else runs
         title = f"tiny base: all machines{f' (phase {index + 1} of {len(runs_plan)})' if phased else ''}"
-        result = train(model, _batches(source, recipe.base_batch, codec, request.micro_tokens(model)), phase_runs,
+        result = train(model, _batches(source, recipe.base_batch, codec, micro_tokens), phase_runs,
                        workers=request.workers, steps=phase_steps, lr=phase_lr, warmup=100, decay=recipe.decay,
                        time_budget_s=request.run_budget_s(), title=title, progress=request.progress,
                        precision=request.precision)
@@ -237,7 +238,7 @@ def _base(request: TrainRequest, command: str):
         "command": command, "seed": request.seed, "data": fingerprints if phased else fingerprints[0],
         "steps": steps, "tokens": tokens, "wall_time_s": round(seconds, 1), "device": _device(),
         "final_loss": result.final_loss, "complete": not stopped, "precision": result.precision,
-        "micro_batch_tokens": request.micro_tokens(model), "preset": _recorded(recipe),
+        "micro_batch_tokens": micro_tokens, "preset": _recorded(recipe),
         "phases": [{"steps": n, "lr": lr, "curriculum_steps": c} for n, lr, c in runs_plan] if phased else None,
         "initialised_from": _lineage(request.base_init),
     })
@@ -290,19 +291,18 @@ def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, comma
                         lora_dropout=0.0, task_type="CAUSAL_LM")
     peft_model = get_peft_model(model, config)
     initialised_from = _init_adapter(peft_model, request.adapter_init, kind, op)
-    stages, fingerprints = {}, []
+    stages, fingerprints, micro_tokens = {}, [], request.micro_tokens(model)
     for stage, steps, batch in ((1, recipe.stage1_steps, recipe.stage1_batch), (2, recipe.stage2_steps, recipe.stage2_batch)):
         source = _source(request, kind, op, stage)
         if source is None or steps == 0:
             continue
         runs = request.out / ".runs" / f"{kind}_{op}" / f"stage{stage}"
-        result = train(peft_model, _batches(source, batch, codec, request.micro_tokens(model)), runs,
-                       workers=request.workers,
+        result = train(peft_model, _batches(source, batch, codec, micro_tokens), runs, workers=request.workers,
                        steps=steps, lr=recipe.lr, warmup=min(20, steps // 10), decay=recipe.decay,
                        time_budget_s=request.run_budget_s(), title=f"{kind} {op} stage {stage}",
                        progress=request.progress, precision=request.precision)
         stages[f"stage{stage}"] = {"steps": result.steps, "tokens": result.tokens, "batch": batch,
-                                   "precision": result.precision, "micro_batch_tokens": request.micro_tokens(model),
+                                   "precision": result.precision, "micro_batch_tokens": micro_tokens,
                                    "wall_time_s": round(result.seconds, 1), "final_loss": result.final_loss,
                                    "complete": not result.stopped_early}
         fingerprints.append(source.fingerprint)

@@ -73,6 +73,10 @@ def test_a_run_cut_short_by_its_time_budget_is_continued_by_the_same_command(tmp
     adapter = json.loads((tmp_path / "executors/add/manifest.json").read_text())
     assert base["complete"] is True and base["steps"] == 6
     assert adapter["stages"]["stage2"]["complete"] is True and adapter["stages"]["stage2"]["steps"] == 3
+    # The invocation that trained nothing leaves no record; the one that did, its steps and device.
+    assert [run["steps"] for run in base["invocations"]] == [[0, 6]]
+    assert base["invocations"][0]["device"] == base["device"] and "threads" in base["device"]
+    assert [run["steps"] for run in adapter["stages"]["stage2"]["invocations"]] == [[0, 3]]
 
 
 def test_stop_after_ends_the_command_between_adapters_and_the_same_command_goes_on(tmp_path):
@@ -97,3 +101,22 @@ def test_a_time_budget_counts_this_invocation_so_the_same_budget_goes_on(tmp_pat
     state.write_text(json.dumps({**json.loads(state.read_text()), "seconds": 10_000.0}))  # a long earlier run
     result = train(model, lambda step: batch, tmp_path, steps=4, lr=1e-3, progress=False, time_budget_s=600)
     assert result.steps == 4 and not result.stopped_early and result.seconds >= 10_000
+
+
+def test_each_invocation_of_a_resumed_run_keeps_its_steps_seconds_and_device(tmp_path):
+    from caef_bench.models.tiny import build_tiny_base
+    from caef_bench.train.loop import train
+
+    model = build_tiny_base(MICRO, seed=0)
+    batch = {"input_ids": torch.ones(2, 4, dtype=torch.long), "attention_mask": torch.ones(2, 4, dtype=torch.long)}
+    batch["labels"] = batch["input_ids"]
+    train(model, lambda step: batch, tmp_path, steps=2, lr=1e-3, progress=False)
+    result = train(model, lambda step: batch, tmp_path, steps=5, lr=1e-3, progress=False)
+    assert [run["steps"] for run in result.invocations] == [[0, 2], [2, 5]]
+    assert all(run["device"].startswith("cpu (") and run["seconds"] >= 0 for run in result.invocations)
+    # A checkpoint written before invocations were recorded: its steps stay, under an unknown device.
+    state = tmp_path / "checkpoint" / "state.json"
+    old = {k: v for k, v in json.loads(state.read_text()).items() if k != "invocations"}
+    state.write_text(json.dumps(old))
+    result = train(model, lambda step: batch, tmp_path, steps=6, lr=1e-3, progress=False)
+    assert [(run["steps"], run["device"] is None) for run in result.invocations] == [([0, 5], True), ([5, 6], False)]

@@ -3,7 +3,9 @@
 The run directory holds `checkpoint/` (trainable weights, optimizer, step and
 random states), `loss.jsonl` (one line per logged step) and `loss.png`. A run
 that finds a checkpoint continues from it; batches are a function of the step,
-so the continued run is the run that was interrupted.
+so the continued run is the run that was interrupted. Each invocation's steps,
+seconds and device stay on record (a CPU run of the tiny preset spans sessions,
+on one thread or two).
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import platform
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -27,6 +30,7 @@ class RunResult:
     final_loss: float | None
     stopped_early: bool  # the time budget ran out before `steps`
     precision: str = "fp32"  # what the run trained in (resolve_precision)
+    invocations: list = field(default_factory=list)  # [{"steps": [from, to], "seconds", "device"}], oldest first
 
 
 def _batches_from(make_batch: Callable[[int], dict], start: int, stop: int, workers: int):
@@ -133,6 +137,15 @@ def _save_checkpoint(folder: Path, model, optimizer, state: dict) -> None:
         tmp.rename(folder)
 
 
+def describe_device(device) -> str:
+    """The device a run trained on, as manifests record it (a CPU's threads change its speed)."""
+    import torch
+
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"{device.type} ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+
+
 def _load_checkpoint(folder: Path, model, optimizer) -> dict:
     import torch
     from safetensors.torch import load_file
@@ -195,11 +208,21 @@ def train(model, make_batch: Callable[[int], dict], run_dir: str | Path, *, step
         schedule.last_epoch = state["step"] - 1
     model.train()
     device = params[0].device
+    # A checkpoint saved before invocations were recorded: its steps, device unknown.
+    earlier = state.get("invocations", [{"steps": [0, state["step"]], "seconds": round(state["seconds"], 1),
+                                         "device": None}] if state["step"] else [])
+    first_step, where = state["step"], describe_device(device)
     precision = resolve_precision(device.type, precision, getattr(getattr(model, "config", None), "hidden_size", 0))
     # `started` carries the seconds of earlier invocations (the run's wall time); the time budget
     # counts this invocation's alone, so the same command with the same budget goes on.
     invoked = time.perf_counter()
     started, window = invoked - state["seconds"], []
+
+    def record_time():
+        state["seconds"] = time.perf_counter() - started
+        this = [{"steps": [first_step, state["step"]], "seconds": round(time.perf_counter() - invoked, 1),
+                 "device": where}] if state["step"] > first_step else []
+        state["invocations"] = earlier + this
     bar = tqdm(total=steps, initial=state["step"], desc=title or "train", unit="step", disable=not progress)
     stopped_early = False
     for _, batch in _batches_from(make_batch, state["step"], steps, workers):
@@ -232,13 +255,14 @@ def train(model, make_batch: Callable[[int], dict], run_dir: str | Path, *, step
             bar.set_postfix(loss=f"{state['loss']:.4f}")
             window = []
         if state["step"] % checkpoint_every == 0:
-            state["seconds"] = time.perf_counter() - started
+            record_time()
             _save_checkpoint(checkpoint, model, optimizer, state)
         bar.update(1)
     bar.close()
-    state["seconds"] = time.perf_counter() - started
+    record_time()
     _save_checkpoint(checkpoint, model, optimizer, state)
     if log_path.exists():
         plot_losses(log_path, run_dir / "loss.png", title)
     model.eval()
-    return RunResult(state["step"], state["tokens"], state["seconds"], state["loss"], stopped_early, precision)
+    return RunResult(state["step"], state["tokens"], state["seconds"], state["loss"], stopped_early, precision,
+                     state["invocations"])

@@ -13,7 +13,6 @@ trains on a base whose pre-training was cut short.
 from __future__ import annotations
 
 import json
-import platform
 import shutil
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -85,12 +84,6 @@ class TrainRequest:
     def recipe_for(self, kind: str, op: str) -> Preset:
         """The preset with this adapter's plan (budget, learning rate, shares) and the overrides."""
         return PRESETS[self.preset].for_adapter(kind, op, self.overrides)
-
-
-def _device() -> str:
-    import torch
-
-    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
 
 
 def _finished(folder: Path) -> bool:
@@ -186,7 +179,7 @@ def _base(request: TrainRequest, command: str):
         model = AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32).to(request.torch_device)
         return model, codec_for(AutoTokenizer.from_pretrained(folder), recipe.position_scheme)
     from caef_bench.models.codec import CaefCodec
-    from caef_bench.train.loop import train
+    from caef_bench.train.loop import describe_device, train
 
     if (folder / "manifest.json").exists() and not any(runs.glob("**/checkpoint/state.json")):
         # A base cut short by a time budget, shipped without its optimizer state: go on from its weights.
@@ -200,7 +193,7 @@ def _base(request: TrainRequest, command: str):
     phased = len(runs_plan) > 1
     every = [("executor", op) for op in EXECUTOR_OPS] + [("aligner", op) for op in ALIGNED_OPS]
     adapters = [("executor", op) for op in request.executors] + [("aligner", op) for op in request.aligners]
-    fingerprints, steps, tokens, seconds, finished = [], 0, 0, 0.0, 0
+    fingerprints, steps, tokens, seconds, finished, invocations = [], 0, 0, 0.0, 0, []
     micro_tokens = request.micro_tokens(model)
     for index, (phase_steps, phase_lr, curriculum) in enumerate(runs_plan):
         if request.data is not None:  # the mixture of every executor and aligner file of the data folder
@@ -221,6 +214,7 @@ def _base(request: TrainRequest, command: str):
                        precision=request.precision)
         fingerprints.append(source.fingerprint)
         steps, tokens, seconds = steps + result.steps, tokens + result.tokens, seconds + result.seconds
+        invocations += [{"phase": index + 1, **run} for run in result.invocations] if phased else result.invocations
         if result.stopped_early:  # the same command goes on from this phase's checkpoint
             break
         finished += 1
@@ -236,8 +230,8 @@ def _base(request: TrainRequest, command: str):
         "what": "tiny base pre-trained, full parameters, on a mixture of the transitions of the machines and "
                 "aligners it gets adapters for",
         "command": command, "seed": request.seed, "data": fingerprints if phased else fingerprints[0],
-        "steps": steps, "tokens": tokens, "wall_time_s": round(seconds, 1), "device": _device(),
-        "final_loss": result.final_loss, "complete": not stopped, "precision": result.precision,
+        "steps": steps, "tokens": tokens, "wall_time_s": round(seconds, 1),
+        "device": describe_device(next(model.parameters()).device), "invocations": invocations, "final_loss": result.final_loss, "complete": not stopped, "precision": result.precision,
         "micro_batch_tokens": micro_tokens, "preset": _recorded(recipe),
         "phases": [{"steps": n, "lr": lr, "curriculum_steps": c} for n, lr, c in runs_plan] if phased else None,
         "initialised_from": _lineage(request.base_init),
@@ -283,7 +277,7 @@ def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, comma
     """Stage 1 then stage 2 LoRA training of one adapter on the frozen base; returns its manifest."""
     from peft import LoraConfig, get_peft_model
 
-    from caef_bench.train.loop import train
+    from caef_bench.train.loop import describe_device, train
 
     recipe = request.recipe_for(kind, op)
     folder = request.out / KIND_FOLDERS[kind] / op
@@ -303,8 +297,8 @@ def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, comma
                        progress=request.progress, precision=request.precision)
         stages[f"stage{stage}"] = {"steps": result.steps, "tokens": result.tokens, "batch": batch,
                                    "precision": result.precision, "micro_batch_tokens": micro_tokens,
-                                   "wall_time_s": round(result.seconds, 1), "final_loss": result.final_loss,
-                                   "complete": not result.stopped_early}
+                                   "wall_time_s": round(result.seconds, 1), "invocations": result.invocations,
+                                   "final_loss": result.final_loss, "complete": not result.stopped_early}
         fingerprints.append(source.fingerprint)
         folder.mkdir(parents=True, exist_ok=True)
         for name in ("loss.jsonl", "loss.png"):
@@ -317,7 +311,7 @@ def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, comma
     _to_bf16(folder / "adapter_model.safetensors")
     manifest = {"adapter": f"{kind}_{op}", "command": command, "seed": request.seed, "data": fingerprints,
                 "stages": stages, "wall_time_s": round(sum(s["wall_time_s"] for s in stages.values()), 1),
-                "device": _device(), "one_step_accuracy": accuracy, "preset": _recorded(recipe),
+                "device": describe_device(next(model.parameters()).device), "one_step_accuracy": accuracy, "preset": _recorded(recipe),
                 "position_scheme": codec.scheme}  # the ids it was trained with: loading runs it with the same
     if initialised_from is not None:
         manifest["initialised_from"] = initialised_from

@@ -218,11 +218,12 @@ def train(model, make_batch: Callable[[int], dict], run_dir: str | Path, *, step
     invoked = time.perf_counter()
     started, window = invoked - state["seconds"], []
 
-    def record_time():
+    def note_time():  # the run's seconds, and this invocation's steps and seconds (if it trained any)
         state["seconds"] = time.perf_counter() - started
         this = [{"steps": [first_step, state["step"]], "seconds": round(time.perf_counter() - invoked, 1),
                  "device": where}] if state["step"] > first_step else []
         state["invocations"] = earlier + this
+
     bar = tqdm(total=steps, initial=state["step"], desc=title or "train", unit="step", disable=not progress)
     stopped_early = False
     for _, batch in _batches_from(make_batch, state["step"], steps, workers):
@@ -255,11 +256,11 @@ def train(model, make_batch: Callable[[int], dict], run_dir: str | Path, *, step
             bar.set_postfix(loss=f"{state['loss']:.4f}")
             window = []
         if state["step"] % checkpoint_every == 0:
-            record_time()
+            note_time()
             _save_checkpoint(checkpoint, model, optimizer, state)
         bar.update(1)
     bar.close()
-    record_time()
+    note_time()
     _save_checkpoint(checkpoint, model, optimizer, state)
     if log_path.exists():
         plot_losses(log_path, run_dir / "loss.png", title)

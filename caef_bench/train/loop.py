@@ -219,8 +219,9 @@ def train(model, make_batch: Callable[[int], dict], run_dir: str | Path, *, step
     started, window = invoked - state["seconds"], []
 
     def note_time():  # the run's seconds, and this invocation's steps and seconds (if it trained any)
-        state["seconds"] = time.perf_counter() - started
-        this = [{"steps": [first_step, state["step"]], "seconds": round(time.perf_counter() - invoked, 1),
+        now = time.perf_counter()
+        state["seconds"] = now - started
+        this = [{"steps": [first_step, state["step"]], "seconds": round(now - invoked, 1),
                  "device": where}] if state["step"] > first_step else []
         state["invocations"] = earlier + this
 

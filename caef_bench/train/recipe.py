@@ -312,7 +312,8 @@ def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, comma
     _to_bf16(folder / "adapter_model.safetensors")
     manifest = {"adapter": f"{kind}_{op}", "command": command, "seed": request.seed, "data": fingerprints,
                 "stages": stages, "wall_time_s": round(sum(s["wall_time_s"] for s in stages.values()), 1),
-                "device": describe_device(next(model.parameters()).device), "one_step_accuracy": accuracy, "preset": _recorded(recipe),
+                "device": describe_device(next(model.parameters()).device), "one_step_accuracy": accuracy,
+                "preset": _recorded(recipe),
                 "position_scheme": codec.scheme}  # the ids it was trained with: loading runs it with the same
     if initialised_from is not None:
         manifest["initialised_from"] = initialised_from

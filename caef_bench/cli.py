@@ -7,6 +7,8 @@ import json
 import shlex
 import sys
 
+from .train.loop import TrainingInterrupted
+
 
 def _trace(args: argparse.Namespace) -> int:
     from .machines import BY_MACHINE, align_output, lookup, parse_expression
@@ -448,6 +450,9 @@ def main(argv: list[str] | None = None) -> int:
         # Bad input or a missing model is the user's to fix: one clear line, exit code 2, no traceback.
         print(f"caef-bench: error: {error}", file=sys.stderr)
         return 2
+    except TrainingInterrupted as stop:  # the run saved its checkpoint before stopping
+        print(f"caef-bench: {stop}; the same command goes on from there", file=sys.stderr)
+        return stop.exit_code
 
 
 if __name__ == "__main__":

@@ -120,3 +120,98 @@ def test_each_invocation_of_a_resumed_run_keeps_its_steps_seconds_and_device(tmp
     state.write_text(json.dumps(old))
     result = train(model, lambda step: batch, tmp_path, steps=6, lr=1e-3, progress=False)
     assert [(run["steps"], run["device"] is None) for run in result.invocations] == [([0, 5], True), ([5, 6], False)]
+
+
+def _micro_run():
+    from caef_bench.models.tiny import build_tiny_base
+
+    model = build_tiny_base(MICRO, seed=0)
+    batch = {"input_ids": torch.ones(2, 4, dtype=torch.long), "attention_mask": torch.ones(2, 4, dtype=torch.long)}
+    batch["labels"] = batch["input_ids"]
+    return model, batch
+
+
+def _signal_at(step_to_signal, batch, *signals):
+    import os
+
+    def make_batch(step):
+        if step == step_to_signal:
+            for number in signals:
+                os.kill(os.getpid(), number)
+        return batch
+    return make_batch
+
+
+def test_a_stop_signal_ends_the_run_after_its_step_with_a_checkpoint_and_the_same_call_goes_on(tmp_path):
+    import signal
+
+    import pytest
+
+    from caef_bench.train.loop import TrainingInterrupted, train
+
+    model, batch = _micro_run()
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(TrainingInterrupted) as stop:  # SIGTERM while step 2's batch is built
+        train(model, _signal_at(2, batch, signal.SIGTERM), tmp_path / "run", steps=5, lr=1e-3, progress=False)
+    assert (stop.value.signal_name, stop.value.step, stop.value.exit_code) == ("SIGTERM", 3, 143)
+    assert signal.getsignal(signal.SIGTERM) is before
+    # Step 2 finished and was saved, though checkpoints otherwise come every 200 steps.
+    assert json.loads((tmp_path / "run/checkpoint/state.json").read_text())["step"] == 3
+    result = train(model, lambda step: batch, tmp_path / "run", steps=5, lr=1e-3, progress=False)
+    assert [run["steps"] for run in result.invocations] == [[0, 3], [3, 5]]
+    reference, _ = _micro_run()
+    train(reference, lambda step: batch, tmp_path / "reference", steps=5, lr=1e-3, progress=False)
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), reference.parameters()))
+
+
+def test_a_second_ctrl_c_interrupts_at_once_and_an_ignored_signal_stays_ignored(tmp_path):
+    import signal
+
+    import pytest
+
+    from caef_bench.train.loop import train
+
+    model, batch = _micro_run()
+    with pytest.raises(KeyboardInterrupt):
+        train(model, _signal_at(1, batch, signal.SIGINT, signal.SIGINT), tmp_path / "a", steps=3, lr=1e-3,
+              progress=False)
+    assert not (tmp_path / "a/checkpoint").exists()
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as under nohup
+    try:
+        result = train(model, _signal_at(1, batch, signal.SIGHUP), tmp_path / "b", steps=3, lr=1e-3, progress=False)
+        assert result.steps == 3 and signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+
+
+def test_the_command_line_reports_a_stopped_run_and_exits_as_the_signal_would(monkeypatch, capsys):
+    from caef_bench.cli import main
+    from caef_bench.train import recipe
+    from caef_bench.train.loop import TrainingInterrupted
+
+    def interrupted(request):
+        raise TrainingInterrupted("SIGTERM", 1875, 3678, "tiny base: all machines (phase 1 of 2)")
+
+    monkeypatch.setattr(recipe, "run_training", interrupted)
+    assert main(["train", "--preset", "tiny", "--out", "unused", "--quiet"]) == 143
+    message = capsys.readouterr().err
+    assert "SIGTERM stopped tiny base: all machines (phase 1 of 2) at step 1875 of 3678" in message
+    assert "the same command goes on" in message
+
+
+def test_a_killed_run_resumed_from_its_checkpoint_logs_each_step_once(tmp_path):
+    import pytest
+
+    from caef_bench.train.loop import train
+
+    model, batch = _micro_run()
+
+    def crash_at_step_3(step):
+        if step == 3:
+            raise RuntimeError("killed")
+        return batch
+    with pytest.raises(RuntimeError):  # steps 1-3 logged, the checkpoint holds step 2
+        train(model, crash_at_step_3, tmp_path, steps=5, lr=1e-3, progress=False, log_every=1, checkpoint_every=2)
+    train(model, lambda step: batch, tmp_path, steps=5, lr=1e-3, progress=False, log_every=1, checkpoint_every=2)
+    logged = [json.loads(line)["step"] for line in (tmp_path / "loss.jsonl").read_text().splitlines()]
+    assert logged == [1, 2, 3, 4, 5]

@@ -5,7 +5,8 @@ random states), `loss.jsonl` (one line per logged step) and `loss.png`. A run
 that finds a checkpoint continues from it; batches are a function of the step,
 so the continued run is the run that was interrupted. Each invocation's steps,
 seconds and device stay on record (a CPU run of the tiny preset spans sessions,
-on one thread or two).
+on one thread or two). A stop signal (SIGTERM from a scheduler, Ctrl-C, SIGHUP)
+ends the run after its current step with a checkpoint, so it loses no steps.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import contextlib
 import json
 import math
 import platform
+import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +36,59 @@ class RunResult:
     invocations: list = field(default_factory=list)  # [{"steps": [from, to], "seconds", "device"}], oldest first
 
 
+STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
+
+
+class TrainingInterrupted(Exception):
+    """A stop signal ended a run after a step; its checkpoint is saved and the same command goes on."""
+
+    def __init__(self, signal_name: str, step: int, steps: int, title: str):
+        self.signal_name, self.step, self.steps, self.title = signal_name, step, steps, title
+        super().__init__(f"{signal_name} stopped {title or 'training'} at step {step} of {steps}, "
+                         "after saving its checkpoint")
+
+    @property
+    def exit_code(self) -> int:  # what a shell reports for a process the signal ended
+        return 128 + signal.Signals[self.signal_name].value
+
+
+@contextlib.contextmanager
+def _stop_requests():
+    """A list that gets the name of the first stop signal to arrive while the block runs.
+
+    A CPU step takes seconds and a checkpoint comes every 200 steps (a quarter of an hour on
+    two cores): dying at once would lose that much. A second signal does what it did before
+    (Ctrl-C twice interrupts at once). A signal already ignored stays so (nohup's SIGHUP), and
+    outside the main thread, where Python cannot install handlers, nothing changes.
+    """
+    requested: list[str] = []
+    previous = {}
+
+    def request_stop(signum, _frame):
+        requested.append(signal.Signals(signum).name)
+        signal.signal(signum, previous[signum])
+
+    if threading.current_thread() is threading.main_thread():
+        for name in STOP_SIGNALS:
+            number = getattr(signal, name, None)  # no SIGHUP on Windows
+            current = None if number is None else signal.getsignal(number)
+            if current is not None and current is not signal.SIG_IGN:  # None: set outside Python
+                previous[number] = signal.signal(number, request_stop)
+    try:
+        yield requested
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def _ignore_stop_signals(_worker_id: int) -> None:
+    """Batch workers leave stop signals to the training process (Ctrl-C reaches the whole
+    process group), which finishes its step and then shuts them down."""
+    for name in STOP_SIGNALS:
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
+
+
 def _batches_from(make_batch: Callable[[int], dict], start: int, stop: int, workers: int):
     """(step, batch) for step in start..stop-1, built by `workers` processes ahead of training when > 0.
 
@@ -49,7 +105,8 @@ def _batches_from(make_batch: Callable[[int], dict], start: int, stop: int, work
             for step in range(start + info.id, stop, info.num_workers):
                 yield step, make_batch(step)
 
-    return iter(torch.utils.data.DataLoader(Steps(), batch_size=None, num_workers=workers, prefetch_factor=4))
+    return iter(torch.utils.data.DataLoader(Steps(), batch_size=None, num_workers=workers, prefetch_factor=4,
+                                            worker_init_fn=_ignore_stop_signals))
 
 
 def lr_factor(step: int, steps: int, warmup: int, decay: str, min_ratio: float) -> float:
@@ -159,6 +216,17 @@ def _load_checkpoint(folder: Path, model, optimizer) -> dict:
     return json.loads((folder / "state.json").read_text())
 
 
+def _forget_logged_steps_after(log_path: Path, step: int) -> None:
+    """Drop the loss lines a killed run wrote past its last checkpoint: those steps train again,
+    and the curve should have each step once."""
+    if not log_path.exists():
+        return
+    lines = [line for line in log_path.read_text().splitlines() if line.strip()]
+    kept = [line for line in lines if json.loads(line)["step"] <= step]
+    if len(kept) < len(lines):
+        log_path.write_text("".join(line + "\n" for line in kept))
+
+
 def plot_losses(log_path: Path, png_path: Path, title: str) -> None:
     import matplotlib
 
@@ -206,6 +274,7 @@ def train(model, make_batch: Callable[[int], dict], run_dir: str | Path, *, step
     if (checkpoint / "state.json").exists():
         state = _load_checkpoint(checkpoint, model, optimizer)
         schedule.last_epoch = state["step"] - 1
+        _forget_logged_steps_after(log_path, state["step"])
     model.train()
     device = params[0].device
     # A checkpoint saved before invocations were recorded: its steps, device unknown.
@@ -227,39 +296,45 @@ def train(model, make_batch: Callable[[int], dict], run_dir: str | Path, *, step
 
     bar = tqdm(total=steps, initial=state["step"], desc=title or "train", unit="step", disable=not progress)
     stopped_early = False
-    for _, batch in _batches_from(make_batch, state["step"], steps, workers):
-        if time_budget_s is not None and time.perf_counter() - invoked > time_budget_s:
-            stopped_early = True
-            break
-        parts = batch if isinstance(batch, list) else [batch]
-        counts = [_completion_tokens(part) for part in parts]  # counted on the CPU copies
-        tokens, total = sum(int(part["attention_mask"].sum()) for part in parts), sum(counts)
-        loss = 0.0
-        for part, count in zip(parts, counts):
-            part = {name: tensor.to(device, non_blocking=True) for name, tensor in part.items()}
-            with _autocast(device.type, precision):
-                share = model(**part).loss * (count / total)
-            share.backward()
-            loss = loss + share.detach()
-        torch.nn.utils.clip_grad_norm_(params, clip)
-        optimizer.step()
-        schedule.step()
-        optimizer.zero_grad(set_to_none=True)
-        state["step"] += 1
-        state["tokens"] += tokens
-        window.append(loss.detach())  # no .item() per step: that waits for the accelerator every step
-        if state["step"] % log_every == 0 or state["step"] == steps:
-            state["loss"] = torch.stack(window).float().mean().item()
-            state["seconds"] = time.perf_counter() - started
-            with log_path.open("a") as log:
-                log.write(json.dumps({"step": state["step"], "loss": state["loss"], "tokens": state["tokens"],
-                                      "seconds": round(state["seconds"], 1)}) + "\n")
-            bar.set_postfix(loss=f"{state['loss']:.4f}")
-            window = []
-        if state["step"] % checkpoint_every == 0:
-            note_time()
-            _save_checkpoint(checkpoint, model, optimizer, state)
-        bar.update(1)
+    with _stop_requests() as stop_requested:
+        for _, batch in _batches_from(make_batch, state["step"], steps, workers):
+            if time_budget_s is not None and time.perf_counter() - invoked > time_budget_s:
+                stopped_early = True
+                break
+            parts = batch if isinstance(batch, list) else [batch]
+            counts = [_completion_tokens(part) for part in parts]  # counted on the CPU copies
+            tokens, total = sum(int(part["attention_mask"].sum()) for part in parts), sum(counts)
+            loss = 0.0
+            for part, count in zip(parts, counts):
+                part = {name: tensor.to(device, non_blocking=True) for name, tensor in part.items()}
+                with _autocast(device.type, precision):
+                    share = model(**part).loss * (count / total)
+                share.backward()
+                loss = loss + share.detach()
+            torch.nn.utils.clip_grad_norm_(params, clip)
+            optimizer.step()
+            schedule.step()
+            optimizer.zero_grad(set_to_none=True)
+            state["step"] += 1
+            state["tokens"] += tokens
+            window.append(loss.detach())  # no .item() per step: that waits for the accelerator every step
+            if state["step"] % log_every == 0 or state["step"] == steps:
+                state["loss"] = torch.stack(window).float().mean().item()
+                state["seconds"] = time.perf_counter() - started
+                with log_path.open("a") as log:
+                    log.write(json.dumps({"step": state["step"], "loss": state["loss"], "tokens": state["tokens"],
+                                          "seconds": round(state["seconds"], 1)}) + "\n")
+                bar.set_postfix(loss=f"{state['loss']:.4f}")
+                window = []
+            if state["step"] % checkpoint_every == 0:
+                note_time()
+                _save_checkpoint(checkpoint, model, optimizer, state)
+            bar.update(1)
+            if stop_requested:
+                bar.close()
+                note_time()
+                _save_checkpoint(checkpoint, model, optimizer, state)
+                raise TrainingInterrupted(stop_requested[0], state["step"], steps, title)
     bar.close()
     note_time()
     _save_checkpoint(checkpoint, model, optimizer, state)

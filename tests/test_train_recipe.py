@@ -215,3 +215,15 @@ def test_a_killed_run_resumed_from_its_checkpoint_logs_each_step_once(tmp_path):
     train(model, lambda step: batch, tmp_path, steps=5, lr=1e-3, progress=False, log_every=1, checkpoint_every=2)
     logged = [json.loads(line)["step"] for line in (tmp_path / "loss.jsonl").read_text().splitlines()]
     assert logged == [1, 2, 3, 4, 5]
+
+
+def test_an_adapter_is_the_same_whether_trained_alone_or_after_others(tmp_path):
+    from safetensors.torch import load_file
+
+    run_training(_request(tmp_path / "first", executors=(), aligners=(), direct=()))  # a base to train on
+    base = str(tmp_path / "first" / "base")
+    run_training(_request(tmp_path / "together", executors=("add", "gt"), aligners=(), direct=(), base=base))
+    run_training(_request(tmp_path / "alone", executors=("gt",), aligners=(), direct=(), base=base))
+    together = load_file(tmp_path / "together/executors/gt/adapter_model.safetensors")
+    alone = load_file(tmp_path / "alone/executors/gt/adapter_model.safetensors")
+    assert set(together) == set(alone) and all(torch.equal(together[k], alone[k]) for k in together)

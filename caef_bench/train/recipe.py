@@ -7,7 +7,8 @@ Output layout (the official release's, so every tier loads the same way):
     OUT/direct/<op>/               the LoRA-direct baseline (direct prompt -> answer)
     OUT/.runs/                     resumable run state (checkpoints, not shipped)
 A finished adapter (one with a manifest) is skipped, so an interrupted run resumes; no adapter
-trains on a base whose pre-training was cut short.
+trains on a base whose pre-training was cut short. Each adapter is a function of the base, the
+seed, its name and its plan: not of which adapters trained before it in the same process.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+import zlib
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -274,8 +276,16 @@ def _init_adapter(peft_model, folder: Path | None, kind: str, op: str):
     return _lineage(source)
 
 
+def adapter_seed(seed: int, kind: str, op: str) -> int:
+    """The seed of one adapter's LoRA initialisation. Without it the initialisation would follow
+    from whatever drew random numbers before in the process (the base, earlier adapters), so a
+    resumed command, or one asked for fewer adapters, would start an adapter elsewhere."""
+    return seed * 1_000_003 + zlib.crc32(f"{kind}_{op}".encode())
+
+
 def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, command: str) -> dict:
     """Stage 1 then stage 2 LoRA training of one adapter on the frozen base; returns its manifest."""
+    import torch
     from peft import LoraConfig, get_peft_model
 
     from caef_bench.train.loop import describe_device, train
@@ -284,6 +294,7 @@ def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, comma
     folder = request.out / KIND_FOLDERS[kind] / op
     config = LoraConfig(r=recipe.lora_r, lora_alpha=recipe.lora_alpha, target_modules=recipe.target_modules,
                         lora_dropout=0.0, task_type="CAUSAL_LM")
+    torch.manual_seed(adapter_seed(request.seed, kind, op))  # peft draws lora_A from the global generator
     peft_model = get_peft_model(model, config)
     initialised_from = _init_adapter(peft_model, request.adapter_init, kind, op)
     stages, fingerprints, micro_tokens = {}, [], request.micro_tokens(model)

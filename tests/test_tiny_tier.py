@@ -1,7 +1,9 @@
 """The tiny tier: tokenizer round trips, coupled positions, decoding, and training that learns and resumes."""
 
 import json
+import os
 import re
+import signal
 
 import pytest
 import torch
@@ -13,7 +15,7 @@ from caef_bench.models.positions import FIELD_STRIDE, position_ids
 from caef_bench.models.tiny import TinyShape, build_tiny_base, save_tiny_base
 from caef_bench.models.tokenizer import VOCAB, build_hf_tokenizer, decode, encode, tokens
 from caef_bench.train.batches import IGNORE, collate
-from caef_bench.train.loop import train
+from caef_bench.train.loop import TrainingInterrupted, train
 from conftest import caef_format_examples
 
 MICRO = TinyShape(hidden=32, layers=2, heads=2, ffn=64, max_positions=8192)
@@ -230,7 +232,13 @@ def test_an_interrupted_run_resumes_where_it_stopped(tmp_path):
     straight = build_tiny_base(MICRO, seed=0)
     train(straight, make, tmp_path / "straight", steps=12, lr=3e-3, progress=False)
     resumed = build_tiny_base(MICRO, seed=0)
-    train(resumed, make, tmp_path / "resumed", steps=7, lr=3e-3, progress=False)  # "killed" after 7 steps
+
+    def stopped_after_7_steps(step):  # SIGTERM while step 7's batch is built: it trains, then stops
+        if step == 6:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return make(step)
+    with pytest.raises(TrainingInterrupted):
+        train(resumed, stopped_after_7_steps, tmp_path / "resumed", steps=12, lr=3e-3, progress=False)
     again = build_tiny_base(MICRO, seed=0)  # a new process: weights come back from the checkpoint
     result = train(again, make, tmp_path / "resumed", steps=12, lr=3e-3, progress=False)
     assert result.steps == 12

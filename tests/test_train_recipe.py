@@ -89,14 +89,24 @@ def test_stop_after_ends_the_command_between_adapters_and_the_same_command_goes_
     assert finished["stopped"] is None and set(finished["adapters"]) == {"executor_add", "executor_gt"}
 
 
+def _stopped_at_step_2(run_dir, steps):
+    """A run of `steps` micro steps that SIGTERM stopped after its second step, and its model and batch."""
+    import signal
+
+    import pytest
+
+    from caef_bench.train.loop import TrainingInterrupted, train
+
+    model, batch = _micro_run()
+    with pytest.raises(TrainingInterrupted):
+        train(model, _signal_at(1, batch, signal.SIGTERM), run_dir, steps=steps, lr=1e-3, progress=False)
+    return model, batch
+
+
 def test_a_time_budget_counts_this_invocation_so_the_same_budget_goes_on(tmp_path):
-    from caef_bench.models.tiny import build_tiny_base
     from caef_bench.train.loop import train
 
-    model = build_tiny_base(MICRO, seed=0)
-    batch = {"input_ids": torch.ones(2, 4, dtype=torch.long), "attention_mask": torch.ones(2, 4, dtype=torch.long)}
-    batch["labels"] = batch["input_ids"]
-    assert train(model, lambda step: batch, tmp_path, steps=2, lr=1e-3, progress=False).steps == 2
+    model, batch = _stopped_at_step_2(tmp_path, steps=4)
     state = tmp_path / "checkpoint" / "state.json"
     state.write_text(json.dumps({**json.loads(state.read_text()), "seconds": 10_000.0}))  # a long earlier run
     result = train(model, lambda step: batch, tmp_path, steps=4, lr=1e-3, progress=False, time_budget_s=600)
@@ -104,22 +114,19 @@ def test_a_time_budget_counts_this_invocation_so_the_same_budget_goes_on(tmp_pat
 
 
 def test_each_invocation_of_a_resumed_run_keeps_its_steps_seconds_and_device(tmp_path):
-    from caef_bench.models.tiny import build_tiny_base
     from caef_bench.train.loop import train
 
-    model = build_tiny_base(MICRO, seed=0)
-    batch = {"input_ids": torch.ones(2, 4, dtype=torch.long), "attention_mask": torch.ones(2, 4, dtype=torch.long)}
-    batch["labels"] = batch["input_ids"]
-    train(model, lambda step: batch, tmp_path, steps=2, lr=1e-3, progress=False)
-    result = train(model, lambda step: batch, tmp_path, steps=5, lr=1e-3, progress=False)
+    model, batch = _stopped_at_step_2(tmp_path / "a", steps=5)
+    result = train(model, lambda step: batch, tmp_path / "a", steps=5, lr=1e-3, progress=False)
     assert [run["steps"] for run in result.invocations] == [[0, 2], [2, 5]]
     assert all(run["device"].startswith("cpu (") and run["seconds"] >= 0 for run in result.invocations)
     # A checkpoint written before invocations were recorded: its steps stay, under an unknown device.
-    state = tmp_path / "checkpoint" / "state.json"
+    model, batch = _stopped_at_step_2(tmp_path / "b", steps=5)
+    state = tmp_path / "b" / "checkpoint" / "state.json"
     old = {k: v for k, v in json.loads(state.read_text()).items() if k != "invocations"}
     state.write_text(json.dumps(old))
-    result = train(model, lambda step: batch, tmp_path, steps=6, lr=1e-3, progress=False)
-    assert [(run["steps"], run["device"] is None) for run in result.invocations] == [([0, 5], True), ([5, 6], False)]
+    result = train(model, lambda step: batch, tmp_path / "b", steps=5, lr=1e-3, progress=False)
+    assert [(run["steps"], run["device"] is None) for run in result.invocations] == [([0, 2], True), ([2, 5], False)]
 
 
 def _micro_run():
@@ -227,3 +234,17 @@ def test_an_adapter_is_the_same_whether_trained_alone_or_after_others(tmp_path):
     together = load_file(tmp_path / "together/executors/gt/adapter_model.safetensors")
     alone = load_file(tmp_path / "alone/executors/gt/adapter_model.safetensors")
     assert set(together) == set(alone) and all(torch.equal(together[k], alone[k]) for k in together)
+
+
+def test_a_checkpoint_is_continued_only_by_the_run_that_started_it(tmp_path):
+    import pytest
+
+    run_training(_request(tmp_path, executors=("add",), aligners=(), direct=(), time_budget_s=0.0))
+    # The base's mixture follows the adapters asked for: another set would be other data.
+    with pytest.raises(ValueError, match=r"another run \(data \"machines:\[\(.executor., .add.\)\]"):
+        run_training(_request(tmp_path, executors=("gt",), aligners=(), direct=()))
+    with pytest.raises(ValueError, match=r"another run \(steps 6 -> 7\)"):
+        run_training(replace(_request(tmp_path, executors=("add",), aligners=(), direct=()),
+                             overrides={"base_steps": 7, "stage1_steps": 2, "stage2_steps": 3, "max_len": 6}))
+    run_training(_request(tmp_path, executors=("add",), aligners=(), direct=()))  # the same command goes on
+    assert json.loads((tmp_path / "base/manifest.json").read_text())["complete"] is True

@@ -216,6 +216,17 @@ def _load_checkpoint(folder: Path, model, optimizer) -> dict:
     return json.loads((folder / "state.json").read_text())
 
 
+def _check_same_run(saved: dict | None, asked: dict, run_dir: Path) -> None:
+    """Refuse to continue a checkpoint under another schedule or on other data: the result would
+    be neither run. (A checkpoint from before runs were recorded cannot be checked.)"""
+    if saved is None or saved == asked:
+        return
+    differ = ", ".join(f"{key} {saved.get(key)!r} -> {asked.get(key)!r}"
+                       for key in sorted(set(saved) | set(asked)) if saved.get(key) != asked.get(key))
+    raise ValueError(f"{run_dir} holds the checkpoint of another run ({differ}): give the command it was "
+                     "started with, or another --out (--base-init and --adapter-init start a further round)")
+
+
 def _forget_logged_steps_after(log_path: Path, step: int) -> None:
     """Drop the loss lines a killed run wrote past its last checkpoint: those steps train again,
     and the curve should have each step once."""
@@ -251,7 +262,7 @@ def train(model, make_batch: Callable[[int], dict], run_dir: str | Path, *, step
           weight_decay: float = 0.0, warmup: int = 0, clip: float = 1.0, log_every: int = 10,
           checkpoint_every: int = 200, time_budget_s: float | None = None, title: str = "",
           progress: bool = True, workers: int = 0, decay: str = "constant", min_lr_ratio: float = 0.05,
-          precision: str = "auto") -> RunResult:
+          precision: str = "auto", data: dict | None = None) -> RunResult:
     """Train `model`'s parameters that require grad on batches make_batch(step) for `steps` steps.
 
     make_batch returns a batch of CPU tensors or a list of micro-batches (collate_micro): their
@@ -259,7 +270,8 @@ def train(model, make_batch: Callable[[int], dict], run_dir: str | Path, *, step
     so one optimizer step sees the mean over the whole step as with one batch. Tensors go to
     the model's device here. workers > 0 builds batches in that many background processes (on
     an accelerator the machines' Python would otherwise starve it). precision: see
-    resolve_precision.
+    resolve_precision. data: what make_batch draws from (fingerprint, seed, batch size); with
+    the schedule it is saved in the checkpoint, and a checkpoint of another run is refused.
     """
     import torch
     from tqdm import tqdm
@@ -270,11 +282,18 @@ def train(model, make_batch: Callable[[int], dict], run_dir: str | Path, *, step
     params = list(_trainable(model).values())
     optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, steps, warmup, decay, min_lr_ratio))
+    # What makes a resumed run the run that was interrupted (the threads, precision and
+    # micro-batching may change between invocations: they move the arithmetic, not the recipe).
+    identity = json.loads(json.dumps({"steps": steps, "lr": lr, "warmup": warmup, "decay": decay,
+                                      "min_lr_ratio": min_lr_ratio, "weight_decay": weight_decay, "clip": clip,
+                                      **(data or {})}))
     state = {"step": 0, "tokens": 0, "seconds": 0.0, "loss": None}
     if (checkpoint / "state.json").exists():
+        _check_same_run(json.loads((checkpoint / "state.json").read_text()).get("run"), identity, run_dir)
         state = _load_checkpoint(checkpoint, model, optimizer)
         schedule.last_epoch = state["step"] - 1
         _forget_logged_steps_after(log_path, state["step"])
+    state["run"] = identity
     model.train()
     device = params[0].device
     # A checkpoint saved before invocations were recorded: its steps, device unknown.

@@ -213,7 +213,9 @@ def _base(request: TrainRequest, command: str):
         result = train(model, _batches(source, recipe.base_batch, codec, micro_tokens), phase_runs,
                        workers=request.workers, steps=phase_steps, lr=phase_lr, warmup=100, decay=recipe.decay,
                        time_budget_s=request.run_budget_s(), title=title, progress=request.progress,
-                       precision=request.precision)
+                       precision=request.precision,
+                       data={"data": source.fingerprint, "seed": request.seed, "batch": recipe.base_batch,
+                             "positions": codec.scheme})
         fingerprints.append(source.fingerprint)
         steps, tokens, seconds = steps + result.steps, tokens + result.tokens, seconds + result.seconds
         invocations += [{"phase": index + 1, **run} for run in result.invocations] if phased else result.invocations
@@ -306,7 +308,10 @@ def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, comma
         result = train(peft_model, _batches(source, batch, codec, micro_tokens), runs, workers=request.workers,
                        steps=steps, lr=recipe.lr, warmup=min(20, steps // 10), decay=recipe.decay,
                        time_budget_s=request.run_budget_s(), title=f"{kind} {op} stage {stage}",
-                       progress=request.progress, precision=request.precision)
+                       progress=request.progress, precision=request.precision,
+                       data={"data": source.fingerprint, "seed": request.seed, "batch": batch, "positions": codec.scheme,
+                             "lora": [recipe.lora_r, recipe.lora_alpha, recipe.target_modules],
+                             "initialised_from": str(request.adapter_init) if request.adapter_init else None})
         stages[f"stage{stage}"] = {"steps": result.steps, "tokens": result.tokens, "batch": batch,
                                    "precision": result.precision, "micro_batch_tokens": micro_tokens,
                                    "wall_time_s": round(result.seconds, 1), "invocations": result.invocations,

@@ -215,7 +215,8 @@ def _base(request: TrainRequest, command: str):
                        time_budget_s=request.run_budget_s(), title=title, progress=request.progress,
                        precision=request.precision,
                        data={"data": source.fingerprint, "seed": request.seed, "batch": recipe.base_batch,
-                             "positions": codec.scheme})
+                             "positions": codec.scheme,
+                             "initialised_from": str(request.base_init) if request.base_init else None})
         fingerprints.append(source.fingerprint)
         steps, tokens, seconds = steps + result.steps, tokens + result.tokens, seconds + result.seconds
         invocations += [{"phase": index + 1, **run} for run in result.invocations] if phased else result.invocations

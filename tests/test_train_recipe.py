@@ -248,3 +248,17 @@ def test_a_checkpoint_is_continued_only_by_the_run_that_started_it(tmp_path):
                              overrides={"base_steps": 7, "stage1_steps": 2, "stage2_steps": 3, "max_len": 6}))
     run_training(_request(tmp_path, executors=("add",), aligners=(), direct=()))  # the same command goes on
     assert json.loads((tmp_path / "base/manifest.json").read_text())["complete"] is True
+
+
+def test_freed_memory_goes_back_to_the_system_at_every_checkpoint(tmp_path, monkeypatch):
+    import platform
+
+    from caef_bench.train import loop
+
+    if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
+        assert loop.return_freed_memory() is True
+    calls = []
+    monkeypatch.setattr(loop, "return_freed_memory", lambda: calls.append(1) or True)
+    model, batch = _micro_run()
+    loop.train(model, lambda step: batch, tmp_path, steps=6, lr=1e-3, progress=False, checkpoint_every=2)
+    assert len(calls) == 3

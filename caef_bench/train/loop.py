@@ -12,6 +12,7 @@ ends the run after its current step with a checkpoint, so it loses no steps.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import math
 import platform
@@ -216,6 +217,19 @@ def _load_checkpoint(folder: Path, model, optimizer) -> dict:
     return json.loads((folder / "state.json").read_text())
 
 
+def return_freed_memory() -> bool:
+    """Hand the C heap's free pages back to the system (glibc's malloc_trim); False where there is
+    no glibc (macOS, musl). Micro-batches of every width fragment the heap, and glibc keeps what
+    is freed in the middle of it: the tiny preset's base on 2 CPU cores grew from 5.5 to 8 GB
+    resident in 45 minutes and still by ~30 MB a minute after 80, and one trim returned 6 GB."""
+    try:
+        trim = ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return False
+    trim(0)
+    return True
+
+
 def _check_same_run(saved: dict | None, asked: dict, run_dir: Path) -> None:
     """Refuse to continue a checkpoint under another schedule or on other data: the result would
     be neither run. (A checkpoint from before runs were recorded cannot be checked.)"""
@@ -348,6 +362,7 @@ def train(model, make_batch: Callable[[int], dict], run_dir: str | Path, *, step
             if state["step"] % checkpoint_every == 0:
                 note_time()
                 _save_checkpoint(checkpoint, model, optimizer, state)
+                return_freed_memory()  # a run of days would otherwise grow by gigabytes
             bar.update(1)
             if stop_requested:
                 bar.close()

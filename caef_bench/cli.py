@@ -7,8 +7,6 @@ import json
 import shlex
 import sys
 
-from .train.loop import TrainingInterrupted
-
 
 def _trace(args: argparse.Namespace) -> int:
     from .machines import BY_MACHINE, align_output, lookup, parse_expression
@@ -83,6 +81,7 @@ def _train(args: argparse.Namespace) -> int:
 
     from .data.training import ALIGNED_OPS, EXECUTOR_OPS
     from .train.presets import PRESETS
+    from .train.loop import TrainingInterrupted
     from .train.recipe import TrainRequest, run_training
 
     if args.preset not in PRESETS:
@@ -107,7 +106,11 @@ def _train(args: argparse.Namespace) -> int:
     )
     if args.preset != "tiny" and not args.base:
         raise ValueError(f"preset {args.preset!r} trains adapters on a given base: pass --base PATH")
-    summary = run_training(request)
+    try:
+        summary = run_training(request)
+    except TrainingInterrupted as stop:  # the run saved its checkpoint before stopping
+        print(f"caef-bench: {stop}; the same command goes on from there", file=sys.stderr)
+        return stop.exit_code
     for name, manifest in summary["adapters"].items():
         accuracy = manifest.get("one_step_accuracy") or {}
         cells = ", ".join(f"{cell} {r['accuracy']:.1%}" for cell, r in accuracy.items())
@@ -450,9 +453,6 @@ def main(argv: list[str] | None = None) -> int:
         # Bad input or a missing model is the user's to fix: one clear line, exit code 2, no traceback.
         print(f"caef-bench: error: {error}", file=sys.stderr)
         return 2
-    except TrainingInterrupted as stop:  # the run saved its checkpoint before stopping
-        print(f"caef-bench: {stop}; the same command goes on from there", file=sys.stderr)
-        return stop.exit_code
 
 
 if __name__ == "__main__":

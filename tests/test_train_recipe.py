@@ -1,8 +1,11 @@
 """`caef-bench train` end to end on a micro tiny base: layout, manifests, frozen base, resume."""
 
 import json
+import os
+import signal
 from dataclasses import replace
 
+import pytest
 import torch
 
 from caef_bench.models.tiny import TinyShape
@@ -89,12 +92,26 @@ def test_stop_after_ends_the_command_between_adapters_and_the_same_command_goes_
     assert finished["stopped"] is None and set(finished["adapters"]) == {"executor_add", "executor_gt"}
 
 
+def _micro_run():
+    from caef_bench.models.tiny import build_tiny_base
+
+    model = build_tiny_base(MICRO, seed=0)
+    batch = {"input_ids": torch.ones(2, 4, dtype=torch.long), "attention_mask": torch.ones(2, 4, dtype=torch.long)}
+    batch["labels"] = batch["input_ids"]
+    return model, batch
+
+
+def _signal_at(step_to_signal, batch, *signals):
+    def make_batch(step):
+        if step == step_to_signal:
+            for number in signals:
+                os.kill(os.getpid(), number)
+        return batch
+    return make_batch
+
+
 def _stopped_at_step_2(run_dir, steps):
     """A run of `steps` micro steps that SIGTERM stopped after its second step, and its model and batch."""
-    import signal
-
-    import pytest
-
     from caef_bench.train.loop import TrainingInterrupted, train
 
     model, batch = _micro_run()
@@ -129,31 +146,7 @@ def test_each_invocation_of_a_resumed_run_keeps_its_steps_seconds_and_device(tmp
     assert [(run["steps"], run["device"] is None) for run in result.invocations] == [([0, 2], True), ([2, 5], False)]
 
 
-def _micro_run():
-    from caef_bench.models.tiny import build_tiny_base
-
-    model = build_tiny_base(MICRO, seed=0)
-    batch = {"input_ids": torch.ones(2, 4, dtype=torch.long), "attention_mask": torch.ones(2, 4, dtype=torch.long)}
-    batch["labels"] = batch["input_ids"]
-    return model, batch
-
-
-def _signal_at(step_to_signal, batch, *signals):
-    import os
-
-    def make_batch(step):
-        if step == step_to_signal:
-            for number in signals:
-                os.kill(os.getpid(), number)
-        return batch
-    return make_batch
-
-
 def test_a_stop_signal_ends_the_run_after_its_step_with_a_checkpoint_and_the_same_call_goes_on(tmp_path):
-    import signal
-
-    import pytest
-
     from caef_bench.train.loop import TrainingInterrupted, train
 
     model, batch = _micro_run()
@@ -172,10 +165,6 @@ def test_a_stop_signal_ends_the_run_after_its_step_with_a_checkpoint_and_the_sam
 
 
 def test_a_second_ctrl_c_interrupts_at_once_and_an_ignored_signal_stays_ignored(tmp_path):
-    import signal
-
-    import pytest
-
     from caef_bench.train.loop import train
 
     model, batch = _micro_run()
@@ -207,8 +196,6 @@ def test_the_command_line_reports_a_stopped_run_and_exits_as_the_signal_would(mo
 
 
 def test_a_killed_run_resumed_from_its_checkpoint_logs_each_step_once(tmp_path):
-    import pytest
-
     from caef_bench.train.loop import train
 
     model, batch = _micro_run()
@@ -237,8 +224,6 @@ def test_an_adapter_is_the_same_whether_trained_alone_or_after_others(tmp_path):
 
 
 def test_a_checkpoint_is_continued_only_by_the_run_that_started_it(tmp_path):
-    import pytest
-
     run_training(_request(tmp_path, executors=("add",), aligners=(), direct=(), time_budget_s=0.0))
     # The base's mixture follows the adapters asked for: another set would be other data.
     with pytest.raises(ValueError, match=r"another run \(data \"machines:\[\(.executor., .add.\)\]"):

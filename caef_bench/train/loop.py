@@ -204,7 +204,8 @@ def describe_device(device) -> str:
     return f"{device.type} ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
 
 
-def _load_checkpoint(folder: Path, model, optimizer) -> dict:
+def _load_checkpoint(folder: Path, model, optimizer) -> None:
+    """The trainable weights and the optimizer's state into `model` and `optimizer`."""
     import torch
     from safetensors.torch import load_file
 
@@ -214,7 +215,6 @@ def _load_checkpoint(folder: Path, model, optimizer) -> dict:
         for name, value in weights.items():
             params[name].copy_(value)
     optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=True))
-    return json.loads((folder / "state.json").read_text())
 
 
 def return_freed_memory() -> bool:
@@ -297,14 +297,16 @@ def train(model, make_batch: Callable[[int], dict], run_dir: str | Path, *, step
     optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, steps, warmup, decay, min_lr_ratio))
     # What makes a resumed run the run that was interrupted (the threads, precision and
-    # micro-batching may change between invocations: they move the arithmetic, not the recipe).
+    # micro-batching may change between invocations: they move the arithmetic, not the recipe),
+    # as the checkpoint's JSON holds it (tuples become lists) so that equal runs compare equal.
     identity = json.loads(json.dumps({"steps": steps, "lr": lr, "warmup": warmup, "decay": decay,
                                       "min_lr_ratio": min_lr_ratio, "weight_decay": weight_decay, "clip": clip,
                                       **(data or {})}))
     state = {"step": 0, "tokens": 0, "seconds": 0.0, "loss": None}
     if (checkpoint / "state.json").exists():
-        _check_same_run(json.loads((checkpoint / "state.json").read_text()).get("run"), identity, run_dir)
-        state = _load_checkpoint(checkpoint, model, optimizer)
+        state = json.loads((checkpoint / "state.json").read_text())
+        _check_same_run(state.get("run"), identity, run_dir)
+        _load_checkpoint(checkpoint, model, optimizer)
         schedule.last_epoch = state["step"] - 1
         _forget_logged_steps_after(log_path, state["step"])
     state["run"] = identity
@@ -365,13 +367,12 @@ def train(model, make_batch: Callable[[int], dict], run_dir: str | Path, *, step
                 return_freed_memory()  # a run of days would otherwise grow by gigabytes
             bar.update(1)
             if stop_requested:
-                bar.close()
-                note_time()
-                _save_checkpoint(checkpoint, model, optimizer, state)
-                raise TrainingInterrupted(stop_requested[0], state["step"], steps, title)
+                break
     bar.close()
     note_time()
     _save_checkpoint(checkpoint, model, optimizer, state)
+    if stop_requested:
+        raise TrainingInterrupted(stop_requested[0], state["step"], steps, title)
     if log_path.exists():
         plot_losses(log_path, run_dir / "loss.png", title)
     model.eval()

@@ -343,7 +343,9 @@ def train(model, make_batch: Callable[[int], dict], run_dir: str | Path, *, step
             for part, count in zip(parts, counts):
                 part = {name: tensor.to(device, non_blocking=True) for name, tensor in part.items()}
                 with _autocast(device.type, precision):
-                    share = model(**part).loss * (count / total)
+                    # use_cache=False: else every layer copies its keys and values into a
+                    # generation cache that training never reads (and autograd runs through the copy).
+                    share = model(**part, use_cache=False).loss * (count / total)
                 share.backward()
                 loss = loss + share.detach()
             torch.nn.utils.clip_grad_norm_(params, clip)

@@ -444,9 +444,15 @@ def _quiet_libraries() -> None:
 def main(argv: list[str] | None = None) -> int:
     _quiet_libraries()
     parser = build_parser()
+    invoked_as_program = argv is None  # a caller's own argv (tests) never re-executes the process
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(_keep_expressions_positional(argv))
     args.command_line = "caef-bench " + " ".join(shlex.quote(a) for a in argv)  # recorded with every result
+    if invoked_as_program and args.handler is _train:
+        # Before torch is imported: the allocator is fixed when a process starts (see allocator.py).
+        from .train.allocator import reexecute_with_jemalloc
+
+        reexecute_with_jemalloc(argv)
     try:
         return args.handler(args)
     except (ValueError, FileNotFoundError) as error:

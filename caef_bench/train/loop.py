@@ -196,12 +196,16 @@ def _save_checkpoint(folder: Path, model, optimizer, state: dict) -> None:
 
 
 def describe_device(device) -> str:
-    """The device a run trained on, as manifests record it (a CPU's threads change its speed)."""
+    """The device a run trained on, as manifests record it: a CPU's threads and its process's
+    C allocator change its speed (see allocator.py)."""
     import torch
+
+    from .allocator import active_allocator
 
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    return f"{device.type} ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+    return (f"{device.type} ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "
+            f"{active_allocator()} allocator)")
 
 
 def _load_checkpoint(folder: Path, model, optimizer) -> None:

@@ -1,0 +1,70 @@
+"""`caef-bench train` re-executes itself under jemalloc where it is installed, and records the
+allocator a run trained under."""
+import ctypes.util
+import os
+import subprocess
+import sys
+
+import pytest
+
+from caef_bench.train.allocator import CHOICE, REEXECUTED, active_allocator, preload_environment
+
+JEMALLOC = ctypes.util.find_library("jemalloc")
+needs_jemalloc = pytest.mark.skipif(not JEMALLOC, reason="jemalloc is not installed (apt install libjemalloc2)")
+
+
+def found(name):
+    return {"jemalloc": "libjemalloc.so.2"}.get(name)
+
+
+def test_preloads_jemalloc_before_the_users_own_preloads_and_keeps_the_rest():
+    env = preload_environment({"LD_PRELOAD": "/opt/libfoo.so", "HOME": "/root"}, system="linux", find=found)
+    assert env == {"LD_PRELOAD": "libjemalloc.so.2 /opt/libfoo.so", "HOME": "/root", REEXECUTED: "1"}
+    assert preload_environment({}, system="linux", find=found)["LD_PRELOAD"] == "libjemalloc.so.2"
+
+
+@pytest.mark.parametrize("environ, system, find", [
+    ({}, "darwin", found),                                         # LD_PRELOAD is the Linux loader's
+    ({CHOICE: "system"}, "linux", found),                          # the user's choice
+    ({CHOICE: "System"}, "linux", found),
+    ({REEXECUTED: "1"}, "linux", found),                           # the re-executed process: no loop
+    ({"LD_PRELOAD": "/usr/lib/libjemalloc.so.2"}, "linux", found),  # already there
+    ({"LD_PRELOAD": "a.so:/usr/lib/libtcmalloc_minimal.so.4"}, "linux", found),  # another fast one, kept
+    ({}, "linux", lambda name: None),                              # not installed
+])
+def test_goes_on_as_it_is(environ, system, find):
+    assert preload_environment(environ, system=system, find=find) is None
+
+
+def test_names_the_allocator_mapped_into_the_process(tmp_path):
+    maps = tmp_path / "maps"
+    maps.write_text("7f00-7f10 r-xp 0 08:01 12 /usr/lib/x86_64-linux-gnu/libc.so.6\n")
+    assert active_allocator(maps) == "system"
+    maps.write_text(maps.read_text() + "7f20-7f30 r-xp 0 08:01 13 /usr/lib/x86_64-linux-gnu/libjemalloc.so.2\n")
+    assert active_allocator(maps) == "jemalloc"
+    assert active_allocator(tmp_path / "absent") == "unknown"
+
+
+def _run(args, **env):
+    environ = {k: v for k, v in os.environ.items() if k not in (CHOICE, REEXECUTED, "LD_PRELOAD")}
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120,
+                          env={**environ, **env})
+
+
+@needs_jemalloc
+def test_the_preloaded_library_is_the_one_reported():
+    code = "from caef_bench.train.allocator import active_allocator; print(active_allocator())"
+    assert _run(["-c", code], LD_PRELOAD=JEMALLOC).stdout.strip() == "jemalloc"
+    assert _run(["-c", code]).stdout.strip() == "system"
+
+
+@needs_jemalloc
+def test_train_reexecutes_once_with_its_arguments():
+    # An unknown preset fails after the re-execution and before any training: the error shows
+    # the arguments reached the new process, and the single notice that it did not loop.
+    done = _run(["-m", "caef_bench", "train", "--preset", "nope"])
+    assert done.returncode == 2
+    assert done.stderr.count("training under jemalloc") == 1
+    assert "unknown preset 'nope'" in done.stderr
+    kept = _run(["-m", "caef_bench", "train", "--preset", "nope"], **{CHOICE: "system"})
+    assert kept.returncode == 2 and "jemalloc" not in kept.stderr

@@ -4,10 +4,11 @@ import ctypes.util
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from caef_bench.train.allocator import CHOICE, REEXECUTED, active_allocator, preload_environment
+from caef_bench.train.allocator import CHOICE, REEXECUTED, active_allocator, preload_environment, relaunch_command
 
 JEMALLOC = ctypes.util.find_library("jemalloc")
 needs_jemalloc = pytest.mark.skipif(not JEMALLOC, reason="jemalloc is not installed (apt install libjemalloc2)")
@@ -34,6 +35,17 @@ def test_preloads_jemalloc_before_the_users_own_preloads_and_keeps_the_rest():
 ])
 def test_goes_on_as_it_is(environ, system, find):
     assert preload_environment(environ, system=system, find=find) is None
+
+
+def test_relaunches_the_script_the_user_ran_or_the_module(tmp_path):
+    script = tmp_path / "caef-bench"
+    script.write_text("#!/usr/bin/env python\n")
+    assert relaunch_command(["train"], str(script), "/py") == ["/py", str(script), "train"]
+    main = tmp_path / "caef_bench" / "__main__.py"
+    main.parent.mkdir()
+    main.write_text("")
+    assert relaunch_command(["train"], str(main), "/py") == ["/py", "-m", "caef_bench", "train"]
+    assert relaunch_command(["train"], "-c", "/py") == ["/py", "-m", "caef_bench", "train"]
 
 
 def test_names_the_allocator_mapped_into_the_process(tmp_path):
@@ -68,3 +80,12 @@ def test_train_reexecutes_once_with_its_arguments():
     assert "unknown preset 'nope'" in done.stderr
     kept = _run(["-m", "caef_bench", "train", "--preset", "nope"], **{CHOICE: "system"})
     assert kept.returncode == 2 and "jemalloc" not in kept.stderr
+
+
+@needs_jemalloc
+def test_the_console_script_reexecutes_as_itself():
+    script = Path(sys.executable).parent / "caef-bench"
+    if not script.is_file():
+        pytest.skip("the caef-bench script is not installed beside this Python")
+    done = _run([str(script), "train", "--preset", "nope"])
+    assert done.returncode == 2 and done.stderr.count("training under jemalloc") == 1

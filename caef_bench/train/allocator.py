@@ -40,15 +40,24 @@ def preload_environment(environ: Mapping[str, str], *, system: str = sys.platfor
     return {**environ, "LD_PRELOAD": " ".join([library, *preloaded]), REEXECUTED: "1"}
 
 
+def relaunch_command(argv: list[str], program: str, python: str) -> list[str]:
+    """The command that runs this invocation again as the user launched it: the `caef-bench`
+    script by its path, so that `pgrep -f caef-bench` and `pkill` still find the run, or
+    `python -m caef_bench` (its __main__.py cannot run as a file: it imports relatively)."""
+    if Path(program).name != "__main__.py" and Path(program).is_file():
+        return [python, program, *argv]
+    return [python, "-m", "caef_bench", *argv]
+
+
 def reexecute_with_jemalloc(argv: list[str]) -> None:
-    """Replace this process by `python -m caef_bench ARGV` with jemalloc preloaded, where
+    """Replace this process by the same command with jemalloc preloaded, where
     `preload_environment` says to; otherwise return and let the caller go on."""
     environment = preload_environment(os.environ)
     if environment is None:
         return
     print(f"caef-bench: training under jemalloc ({environment['LD_PRELOAD'].split()[0]}; "
           f"{CHOICE}=system keeps the system allocator)", file=sys.stderr, flush=True)
-    os.execve(sys.executable, [sys.executable, "-m", "caef_bench", *argv], environment)
+    os.execve(sys.executable, relaunch_command(argv, sys.argv[0], sys.executable), environment)
 
 
 def active_allocator(maps: str | Path = "/proc/self/maps") -> str:

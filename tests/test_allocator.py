@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from caef_bench.train.allocator import CHOICE, REEXECUTED, active_allocator, preload_environment, relaunch_command
+from caef_bench.train.allocator import (CHOICE, NO_PURGING, REEXECUTED, active_allocator, preload_environment,
+                                        relaunch_command)
 
 JEMALLOC = ctypes.util.find_library("jemalloc")
 needs_jemalloc = pytest.mark.skipif(not JEMALLOC, reason="jemalloc is not installed (apt install libjemalloc2)")
@@ -20,8 +21,11 @@ def found(name):
 
 def test_preloads_jemalloc_before_the_users_own_preloads_and_keeps_the_rest():
     env = preload_environment({"LD_PRELOAD": "/opt/libfoo.so", "HOME": "/root"}, system="linux", find=found)
-    assert env == {"LD_PRELOAD": "libjemalloc.so.2 /opt/libfoo.so", "HOME": "/root", REEXECUTED: "1"}
+    assert env == {"LD_PRELOAD": "libjemalloc.so.2 /opt/libfoo.so", "HOME": "/root", REEXECUTED: "1",
+                   "MALLOC_CONF": NO_PURGING}
     assert preload_environment({}, system="linux", find=found)["LD_PRELOAD"] == "libjemalloc.so.2"
+    mine = preload_environment({"MALLOC_CONF": "narenas:2"}, system="linux", find=found)
+    assert mine["MALLOC_CONF"] == "narenas:2"
 
 
 @pytest.mark.parametrize("environ, system, find", [
@@ -58,7 +62,7 @@ def test_names_the_allocator_mapped_into_the_process(tmp_path):
 
 
 def _run(args, **env):
-    environ = {k: v for k, v in os.environ.items() if k not in (CHOICE, REEXECUTED, "LD_PRELOAD")}
+    environ = {k: v for k, v in os.environ.items() if k not in (CHOICE, REEXECUTED, "LD_PRELOAD", "MALLOC_CONF")}
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120,
                           env={**environ, **env})
 

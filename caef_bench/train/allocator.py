@@ -1,12 +1,14 @@
 """The C allocator a training run uses: jemalloc where it is installed, glibc's malloc otherwise.
 
-Why: on 2 CPU cores the tiny preset's base slowed under glibc's malloc from ~8,500 tokens/s
-just after a start to ~6,000 within 20 minutes and ~5,600 later, while its resident memory
-cycled between 5 and 8 GB; a profile showed the time in torch's own kernels, so the loss was in
-the heap (micro-batches of every width fragment it). The same run at the same steps under
-jemalloc kept 8,600-9,000 tokens/s for as long as it was watched, at 2 GB. The allocator
+Why: micro-batches of every width churn the heap. On an Intel CPU with AMX (bf16 autocast, 2
+cores) the tiny preset's base slowed under glibc's malloc from ~8,500 tokens/s just after a start
+to ~6,000 within 20 minutes and ~5,600 later, resident memory cycling between 5 and 8 GB, while
+a profile put the time in torch's own kernels; under jemalloc (its defaults) the next steps kept 8,600-9,000
+at 2 GB for as long as they were watched. On an AMD EPYC with AVX2 only (fp32, 2 cores) glibc
+held ~4,800 for the 20 minutes watched (1.1-4.3 GB resident) and jemalloc without purging
+matched it at a flat 1.0 GB (with purging, 3,750: see NO_PURGING). The allocator
 is chosen when a process starts, so `caef-bench train` re-executes itself once with jemalloc
-preloaded; the process keeps its id, so a signal or `kill` meant for the run still reaches it.
+preloaded, as the same command line (`pgrep -f caef-bench` finds it) and the same process id.
 
 Set CAEF_BENCH_ALLOCATOR=system to keep the C library's malloc. Nothing here imports torch.
 """
@@ -21,6 +23,12 @@ from typing import Callable, Mapping
 CHOICE = "CAEF_BENCH_ALLOCATOR"  # "system" keeps the C library's malloc
 REEXECUTED = "CAEF_BENCH_REEXECUTED"  # set in the re-executed process, so it never loops
 KNOWN = ("jemalloc", "tcmalloc")  # allocators a user may already preload; either is kept
+# jemalloc hands pages unused for ~10 s back to the system by default, and a training step (a few
+# seconds) allocates them again, page fault by page fault: on the AVX2 CPU above, 160,000 faults a
+# second and 3,750 tokens/s; without purging, none, 4,800 tokens/s and a flat 1.0 GB resident (a
+# training step's working set recurs, so the peak is all it ever holds). A MALLOC_CONF of the
+# user's own is kept instead.
+NO_PURGING = "dirty_decay_ms:-1,muzzy_decay_ms:-1"
 
 
 def preload_environment(environ: Mapping[str, str], *, system: str = sys.platform,
@@ -28,7 +36,8 @@ def preload_environment(environ: Mapping[str, str], *, system: str = sys.platfor
     """The environment to re-execute the process in with jemalloc preloaded, or None to go on
     as it is: not Linux (LD_PRELOAD is the Linux loader's), the user chose the system allocator,
     this is already the re-executed process, a known allocator is already preloaded, or jemalloc
-    is not installed (`apt install libjemalloc2`). The user's own preloads stay, after it."""
+    is not installed (`apt install libjemalloc2`). The user's own preloads stay, after it, and
+    jemalloc is told not to purge unless MALLOC_CONF says otherwise."""
     if not system.startswith("linux") or environ.get(CHOICE, "").lower() == "system" or environ.get(REEXECUTED):
         return None
     preloaded = [entry for entry in environ.get("LD_PRELOAD", "").replace(":", " ").split() if entry]
@@ -37,7 +46,7 @@ def preload_environment(environ: Mapping[str, str], *, system: str = sys.platfor
     library = find("jemalloc")
     if not library:
         return None
-    return {**environ, "LD_PRELOAD": " ".join([library, *preloaded]), REEXECUTED: "1"}
+    return {"MALLOC_CONF": NO_PURGING, **environ, "LD_PRELOAD": " ".join([library, *preloaded]), REEXECUTED: "1"}
 
 
 def relaunch_command(argv: list[str], program: str, python: str) -> list[str]:

@@ -1,5 +1,5 @@
-"""`caef-bench train` re-executes itself under jemalloc where it is installed, and records the
-allocator a run trained under."""
+"""`caef-bench train` re-executes itself under jemalloc where it is installed, and manifests record
+the CPU model and the allocator a run trained under."""
 import ctypes.util
 import os
 import subprocess
@@ -93,3 +93,17 @@ def test_the_console_script_reexecutes_as_itself():
         pytest.skip("the caef-bench script is not installed beside this Python")
     done = _run([str(script), "train", "--preset", "nope"])
     assert done.returncode == 2 and done.stderr.count("training under jemalloc") == 1
+
+
+def test_manifests_name_the_cpu_model_and_the_allocator(tmp_path):
+    import torch
+
+    from caef_bench.train.loop import cpu_model, describe_device
+
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC\nflags\t\t: avx2\n")
+    assert cpu_model(info) == "AMD EPYC"
+    info.write_text("processor\t: 0\n")
+    assert cpu_model(info) == cpu_model(tmp_path / "absent") != ""
+    described = describe_device(torch.device("cpu"))
+    assert described.startswith(f"cpu ({cpu_model()}, ") and described.endswith(f"{active_allocator()} allocator)")

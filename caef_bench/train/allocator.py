@@ -1,14 +1,14 @@
 """The C allocator a training run uses: jemalloc where it is installed, glibc's malloc otherwise.
 
 Why: micro-batches of every width churn the heap. On an Intel CPU with AMX (bf16 autocast, 2
-cores) the tiny preset's base slowed under glibc's malloc from ~8,500 tokens/s just after a start
-to ~6,000 within 20 minutes and ~5,600 later, resident memory cycling between 5 and 8 GB, while
-a profile put the time in torch's own kernels; under jemalloc (its defaults) the next steps kept 8,600-9,000
-at 2 GB for as long as they were watched. On an AMD EPYC with AVX2 only (fp32, 2 cores) glibc
-held ~4,800 for the 20 minutes watched (1.1-4.3 GB resident) and jemalloc without purging
-matched it at a flat 1.0 GB (with purging, 3,750: see NO_PURGING). The allocator
-is chosen when a process starts, so `caef-bench train` re-executes itself once with jemalloc
-preloaded, as the same command line (`pgrep -f caef-bench` finds it) and the same process id.
+cores) the tiny preset's base slowed under glibc's malloc from ~8,500 tokens/s just after a
+start to ~6,000 within 20 minutes and ~5,600 later, resident memory cycling between 5 and 8 GB,
+while a profile put the time in torch's own kernels; under jemalloc (its defaults) the next
+steps kept 8,600-9,000 at 2 GB for as long as they were watched. On an AMD EPYC with AVX2 only
+(fp32, 2 cores) glibc held ~4,800 for the 20 minutes watched (1.1-4.3 GB resident) and jemalloc
+without purging matched it at a flat 1.0 GB (with purging, 3,750: see NO_PURGING). The
+allocator is chosen when a process starts, so `caef-bench train` re-executes itself once with
+jemalloc preloaded, as the same command line (`pgrep -f caef-bench` finds it) and process id.
 
 Set CAEF_BENCH_ALLOCATOR=system to keep the C library's malloc. Nothing here imports torch.
 """

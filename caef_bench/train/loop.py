@@ -196,16 +196,28 @@ def _save_checkpoint(folder: Path, model, optimizer, state: dict) -> None:
 
 
 def describe_device(device) -> str:
-    """The device a run trained on, as manifests record it: a CPU's threads and its process's
-    C allocator change its speed (see allocator.py)."""
+    """The device a run trained on, as manifests record it: a CPU's model, threads and the
+    process's C allocator each change its speed (this project's CPUs have differed by 2x: see
+    native_cpu_bf16 and allocator.py)."""
     import torch
 
     from .allocator import active_allocator
 
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    return (f"{device.type} ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "
-            f"{active_allocator()} allocator)")
+    return f"{device.type} ({cpu_model()}, {torch.get_num_threads()} threads, {active_allocator()} allocator)"
+
+
+def cpu_model(cpuinfo: str | Path = "/proc/cpuinfo") -> str:
+    """The CPU's model name as Linux reports it ("AMD EPYC"), else what `platform` knows ("x86_64")."""
+    try:
+        for line in Path(cpuinfo).read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and value.strip():
+                return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def _load_checkpoint(folder: Path, model, optimizer) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from caef_bench.train.allocator import (CHOICE, NO_PURGING, REEXECUTED, active_allocator, preload_environment,
+from caef_bench.train.allocator import (CHOICE, NO_PURGING, active_allocator, preload_environment,
                                         relaunch_command)
 
 JEMALLOC = ctypes.util.find_library("jemalloc")
@@ -21,8 +21,8 @@ def found(name):
 
 def test_preloads_jemalloc_before_the_users_own_preloads_and_keeps_the_rest():
     env = preload_environment({"LD_PRELOAD": "/opt/libfoo.so", "HOME": "/root"}, system="linux", find=found)
-    assert env == {"LD_PRELOAD": "libjemalloc.so.2 /opt/libfoo.so", "HOME": "/root", REEXECUTED: "1",
-                   "MALLOC_CONF": NO_PURGING}
+    assert env == {"LD_PRELOAD": "libjemalloc.so.2 /opt/libfoo.so", "HOME": "/root", "MALLOC_CONF": NO_PURGING}
+    assert preload_environment(env, system="linux", find=found) is None  # the re-executed process goes on
     assert preload_environment({}, system="linux", find=found)["LD_PRELOAD"] == "libjemalloc.so.2"
     mine = preload_environment({"MALLOC_CONF": "narenas:2"}, system="linux", find=found)
     assert mine["MALLOC_CONF"] == "narenas:2"
@@ -32,8 +32,8 @@ def test_preloads_jemalloc_before_the_users_own_preloads_and_keeps_the_rest():
     ({}, "darwin", found),                                         # LD_PRELOAD is the Linux loader's
     ({CHOICE: "system"}, "linux", found),                          # the user's choice
     ({CHOICE: "System"}, "linux", found),
-    ({REEXECUTED: "1"}, "linux", found),                           # the re-executed process: no loop
-    ({"LD_PRELOAD": "/usr/lib/libjemalloc.so.2"}, "linux", found),  # already there
+    ({"LD_PRELOAD": "/usr/lib/libjemalloc.so.2"}, "linux", found),  # already there (or re-executed: no loop)
+    ({"LD_PRELOAD": "libjemalloc.so.2"}, "linux", found),          # as the re-execution preloads it
     ({"LD_PRELOAD": "a.so:/usr/lib/libtcmalloc_minimal.so.4"}, "linux", found),  # another fast one, kept
     ({}, "linux", lambda name: None),                              # not installed
 ])
@@ -62,7 +62,7 @@ def test_names_the_allocator_mapped_into_the_process(tmp_path):
 
 
 def _run(args, **env):
-    environ = {k: v for k, v in os.environ.items() if k not in (CHOICE, REEXECUTED, "LD_PRELOAD", "MALLOC_CONF")}
+    environ = {k: v for k, v in os.environ.items() if k not in (CHOICE, "LD_PRELOAD", "MALLOC_CONF")}
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120,
                           env={**environ, **env})
 

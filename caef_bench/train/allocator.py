@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 CHOICE = "CAEF_BENCH_ALLOCATOR"  # "system" keeps the C library's malloc
-REEXECUTED = "CAEF_BENCH_REEXECUTED"  # set in the re-executed process, so it never loops
-KNOWN = ("jemalloc", "tcmalloc")  # allocators a user may already preload; either is kept
+KNOWN = ("jemalloc", "tcmalloc")  # allocators already preloaded (by the user, or by the re-execution: no loop)
 # jemalloc hands pages unused for ~10 s back to the system by default, and a training step (a few
 # seconds) allocates them again, page fault by page fault: on the AVX2 CPU above, 160,000 faults a
 # second and 3,750 tokens/s; without purging, none, 4,800 tokens/s and a flat 1.0 GB resident (a
@@ -35,10 +34,10 @@ def preload_environment(environ: Mapping[str, str], *, system: str = sys.platfor
                         find: Callable[[str], str | None] = ctypes.util.find_library) -> dict | None:
     """The environment to re-execute the process in with jemalloc preloaded, or None to go on
     as it is: not Linux (LD_PRELOAD is the Linux loader's), the user chose the system allocator,
-    this is already the re-executed process, a known allocator is already preloaded, or jemalloc
-    is not installed (`apt install libjemalloc2`). The user's own preloads stay, after it, and
+    a known allocator is already preloaded (so the re-executed process goes on), or jemalloc is
+    not installed (`apt install libjemalloc2`). The user's own preloads stay, after it, and
     jemalloc is told not to purge unless MALLOC_CONF says otherwise."""
-    if not system.startswith("linux") or environ.get(CHOICE, "").lower() == "system" or environ.get(REEXECUTED):
+    if not system.startswith("linux") or environ.get(CHOICE, "").lower() == "system":
         return None
     preloaded = [entry for entry in environ.get("LD_PRELOAD", "").replace(":", " ").split() if entry]
     if any(name in Path(entry).name for entry in preloaded for name in KNOWN):
@@ -46,7 +45,7 @@ def preload_environment(environ: Mapping[str, str], *, system: str = sys.platfor
     library = find("jemalloc")
     if not library:
         return None
-    return {"MALLOC_CONF": NO_PURGING, **environ, "LD_PRELOAD": " ".join([library, *preloaded]), REEXECUTED: "1"}
+    return {"MALLOC_CONF": NO_PURGING, **environ, "LD_PRELOAD": " ".join([library, *preloaded])}
 
 
 def relaunch_command(argv: list[str], program: str, python: str) -> list[str]:

@@ -89,3 +89,72 @@ def test_fast_text_path_equals_the_generic_renderer(problem):
     machine_run = run(op, a, b)
     for i in range(machine_run.n_steps):
         assert machine_run.text(i) == render(machine_run.snapshot(i))
+
+
+# --------------------------------------------------------------------------- REFLECTION and SUB's leading zeros
+
+
+@st.composite
+def subtractions(draw):
+    """a >= b, adversarial for REFLECTION: b with a run of top 9s at a's length (its complement has leading
+    zeros), a == b (an all-zero complement), b == 0, one digit, 100 digits, or random."""
+    shape = draw(st.sampled_from(["nines_on_top", "equal", "zero", "one_digit", "hundred", "random"]))
+    if shape == "one_digit":
+        a = draw(st.integers(0, 9))
+        return a, draw(st.integers(0, a))
+    length = 100 if shape == "hundred" else draw(st.integers(1, 120))
+    if shape == "nines_on_top":
+        nines = draw(st.integers(1, length))
+        rest = draw(st.integers(0, 10 ** (length - nines) - 1)) if length > nines else 0
+        b = int("9" * nines + str(rest).zfill(length - nines)) if length > nines else int("9" * nines)
+        return max(b, draw(numbers(length))) if draw(st.booleans()) else 10**length - 1, b
+    a = draw(numbers(length))
+    if shape == "equal":
+        return a, a
+    if shape == "zero":
+        return a, 0
+    b = draw(numbers(length))
+    return max(a, b), min(a, b)
+
+
+@SETTINGS
+@given(subtractions())
+def test_reflection_drops_its_leading_zeros_and_sub_stays_right(pair):
+    a, b = pair
+    nines = 10 ** len(str(a)) - 1
+    reflection = run("reflection", nines, b)
+    transitions = _checked_texts(reflection)
+    halt = parse(transitions[-1][1]).state
+    complement = nines - b
+    assert halt.output == str(complement)[::-1]  # no leading zeros; an all-zero result is "0"
+    # One q2 step per dropped zero, plus the one that halts.
+    q2_steps = [parse(source).state for source, _ in transitions if parse(source).state.q == "q2"]
+    assert len(q2_steps) == len(str(a)) - len(str(complement).lstrip("0")) + 1
+    assert [len(s.output) for s in q2_steps] == list(range(len(str(a)), len(str(a)) - len(q2_steps), -1))
+
+    sub = run("sub", a, b)
+    _checked_texts(sub)
+    assert align_output(sub.transitions()[-1][1]) == f"{a}-{b}={a - b}"
+    # SUB's first ADD adds the complement as the reflection left it, zeros dropped.
+    first_add = sub.phases[2].callee
+    assert (first_add.a, first_add.b) == (str(a)[::-1], str(complement)[::-1])
+    for _, callee in sub.calls():
+        _assert_next_states(callee)
+        for i in range(callee.n_steps):
+            assert callee.step_of(callee.state(i)) == i
+
+
+def test_an_all_zero_reflection_empties_its_tape_then_halts_as_zero():
+    texts = [source for source, _ in run("reflection", 999, 999).transitions()]
+    q2 = [t.split("\n")[0] for t in texts if ", q2, " in t]
+    assert [line.rsplit(" ", 1)[1] for line in q2] == ["|0|0|0[OUTPUT]", "|0|0[OUTPUT]", "|0[OUTPUT]", "|[OUTPUT]"]
+    assert run("reflection", 999, 999).text(-1).split("\n")[0].endswith(" |0")
+
+
+def test_a_reflection_q2_tape_emptied_without_its_cell_boundary_does_not_parse():
+    import pytest
+
+    from caef_bench.machines import FormatError
+
+    with pytest.raises(FormatError, match=r"\|\[OUTPUT\]"):
+        parse("REFLECTION, q2,  |9|9[HEAD1] |9|9[HEAD2] [OUTPUT]\nCMD [OUTPUT], qH")

@@ -6,6 +6,7 @@ callee's start state and first command, and its next input shows the callee's
 halt state and halt line.
 
     SUB(a, b) = LEFT_MASK(ADD(ADD(a, REFLECTION(9…9, b)), 1))       a >= b
+    (REFLECTION drops its result's leading zeros, so the first ADD's b may be shorter than a)
     MUL(a, b): count = 1, out = a; while count < b: out += a; count += 1
     DIV(a, b): count = b, out = 0; while not count > a: out += 1; count += b
 """
@@ -139,7 +140,7 @@ def sub_run(a: int, b: int) -> ComposerRun:
         return ComposerState("SUB", q, ta, tb, None, output)
 
     reflection = ReflectionRun("9" * len(ta), tb)
-    first_sum = AddRun(ta, reflection.out)
+    first_sum = AddRun(ta, reflection.halt_output)
     plus_one = AddRun(first_sum.halt.state.output, "1")
     mask = LeftMaskRun(plus_one.halt.state.output)
     difference = to_tape(a - b)

@@ -50,6 +50,18 @@ class Run:
     def command(self, i: int) -> Command:
         raise NotImplementedError
 
+    def step_of(self, state: ExecutorState) -> int:
+        """The index of the step whose state this is, read off its registers in O(1).
+
+        Only meaningful for a state of this run (the caller compares the texts):
+        q0 is step 0, qH the last, and in q1 one output digit is written per step.
+        """
+        if state.q == "q0":
+            return 0
+        if state.q == "qH":
+            return self.n_steps - 1
+        return len(state.output) + 1
+
     def __len__(self) -> int:
         """Number of transitions (one fewer than the steps)."""
         return self.n_steps - 1
@@ -203,6 +215,11 @@ class CompareRun(Run):
             self.final = str(len(a) > len(b) if machine == "GREATER_THAN" else len(a) < len(b))
         self.n_steps = stop + 3  # q0, q1 per scanned column and the deciding one, qH
 
+    def step_of(self, state: ExecutorState) -> int:
+        if state.q == "q1":
+            return state.tapes[0].head  # both heads move one cell per step
+        return super().step_of(state)
+
     def _verdict(self, da: str, db: str) -> str:
         return str(da > db if self.machine == "GREATER_THAN" else da < db)
 
@@ -234,23 +251,46 @@ class CompareRun(Run):
 
 
 class ReflectionRun(Run):
-    """REFLECTION: the nines' complement of b over the width of a (a is all nines)."""
+    """REFLECTION: the nines' complement of b over the width of a (a is all nines).
+
+    q1 writes one complement digit per column of a. When b's top digits are 9 at
+    a's width the complement has zeros on top (999 - 990 = 009): in q2 the machine
+    walks its output head left over each of them, one step each, dropping that
+    digit, and halts on the first non-zero digit; an all-zero complement ends with
+    an empty tape (written "|[OUTPUT]") and halts as "|0". So the result never
+    has leading zeros, and SUB's next ADD gets a second operand no longer than
+    its value.
+    """
 
     machine = "REFLECTION"
 
     def __init__(self, a: str, b: str):
         self.a, self.b = a, b
         self.out = "".join(chr(48 + 9 - _digit(b, k)) for k in range(len(a)))
-        self.n_steps = len(a) + 4  # q0, q1 per digit and one past the end, q2, qH
+        self.kept = len(self.out.rstrip("0"))  # digits left once the top zeros are dropped
+        # q0; q1 per digit and one past the end (the last q1 is step len(a)+1);
+        # one q2 per output length from len(a) down to `kept`; qH
+        self.n_q1_end = len(a) + 1
+        self.n_steps = self.n_q1_end + (len(a) - self.kept) + 3
+
+    @property
+    def halt_output(self) -> str:
+        return self.out[: self.kept] or "0"
+
+    def _q2_digits(self, i: int) -> int:
+        """Output length at q2 step i (the first q2 step holds all len(a) digits)."""
+        return len(self.a) - (i - self.n_q1_end - 1)
 
     def state(self, i: int) -> ExecutorState:
         la, lb = len(self.a), len(self.b)
         if i == 0:
             return ExecutorState("REFLECTION", "q0", (Tape("HEAD1", self.a, 0), Tape("HEAD2", self.b, 0)), None, "")
         tapes = (Tape("HEAD1", self.a, min(i, la + 1)), Tape("HEAD2", self.b, min(i, lb + 1)))
-        if i <= la + 1:
+        if i <= self.n_q1_end:
             return ExecutorState("REFLECTION", "q1", tapes, None, self.out[: i - 1])
-        return ExecutorState("REFLECTION", "q2" if i == la + 2 else "qH", tapes, None, self.out)
+        if i < self.n_steps - 1:
+            return ExecutorState("REFLECTION", "q2", tapes, None, self.out[: self._q2_digits(i)])
+        return ExecutorState("REFLECTION", "qH", tapes, None, self.halt_output)
 
     def command(self, i: int) -> Command:
         la = len(self.a)
@@ -260,11 +300,19 @@ class ReflectionRun(Run):
             k = i - 1
             actions = (_RIGHT["HEAD1"],) + ((_RIGHT["HEAD2"],) if k < len(self.b) else ())
             return Command(actions + (Action("OUTPUT", self.out[k]), _OUTPUT_RIGHT), "q1")
-        if i == la + 1:
+        if i == self.n_q1_end:
             return Command((), "q2")
-        if i == la + 2:
+        if i < self.n_steps - 1:
+            if self._q2_digits(i) > self.kept:
+                return Command((Action("OUTPUT", "LEFT"),), "q2")
             return Command((_OUTPUT_BARE,), "qH")
         return HALT
+
+    def step_of(self, state: ExecutorState) -> int:
+        """The step whose state has these registers (q2 drops one digit per step)."""
+        if state.q == "q2":
+            return self.n_q1_end + 1 + len(self.a) - len(state.output)
+        return super().step_of(state)
 
 
 class LeftMaskRun(Run):
@@ -283,6 +331,11 @@ class LeftMaskRun(Run):
     def _q2_digits(self, i: int) -> int:
         """Output length at q2 step i (the first q2 step holds len(a)-1 digits)."""
         return len(self.a) - 1 - (i - self.n_q1_end - 1)
+
+    def step_of(self, state: ExecutorState) -> int:
+        if state.q == "q2":  # one output digit erased per q2 step
+            return self.n_q1_end + len(self.a) - len(state.output)
+        return super().step_of(state)
 
     def state(self, i: int) -> ExecutorState:
         if i == 0:

@@ -202,16 +202,21 @@ def render_state(state: ExecutorState | ComposerState) -> str:
     head = f"{state.machine}, {state.q}, {tapes}"
     if state.carry is not None:
         head += f" [C]{state.carry}"
-    return f"{head} {render_output(state.machine, state.output, state.halted)}"
+    return f"{head} {render_output(state.machine, state.output, state.q)}"
 
 
-def render_output(machine: str, output: str, halted: bool) -> str:
+def render_output(machine: str, output: str, q: str) -> str:
     """The output register: digits before the [OUTPUT] head, or a truth value after it."""
+    halted = q == "qH"
     if machine in COMPARISONS:
         return output if halted else f"[OUTPUT]{output}"
     if halted:
         # LEFT_MASK erases every digit of 0..9 and 10, 100, ...: the empty result reads "0".
         return cells(output) if output or machine != "LEFT_MASK" else "0"
+    if machine == "REFLECTION" and q == "q2" and not output:
+        # REFLECTION dropped every digit of an all-zero result: the reference writes the
+        # emptied tape as a bare cell boundary (LEFT_MASK's emptied q2 tape has none).
+        return "|[OUTPUT]"
     return f"{cells(output)}[OUTPUT]"
 
 
@@ -355,12 +360,13 @@ def _parse_state(cur: _Cursor) -> ExecutorState | ComposerState:
         cur.expect(" [C]")
         carry = cur.regex(re.compile(r"[0-9]?"), "a carry digit")
     cur.expect(" ")
-    output = _parse_output(cur, machine, halted)
+    output = _parse_output(cur, machine, q)
     cur.end()
     return ExecutorState(machine, q, tapes, carry, output)
 
 
-def _parse_output(cur: _Cursor, machine: str, halted: bool) -> str:
+def _parse_output(cur: _Cursor, machine: str, q: str) -> str:
+    halted = q == "qH"
     if machine in COMPARISONS:
         if halted:
             return cur.regex(re.compile(r"True|False"), "True or False")
@@ -368,6 +374,11 @@ def _parse_output(cur: _Cursor, machine: str, halted: bool) -> str:
         return cur.regex(re.compile(r"(True|False)?"), "True, False or nothing")
     if halted and machine == "LEFT_MASK" and cur.take("0"):
         return ""
+    if machine == "REFLECTION" and q == "q2":
+        if cur.take("|[OUTPUT]"):
+            return ""
+        if cur.text.startswith("[OUTPUT]", cur.pos):
+            raise cur.fail("REFLECTION writes an emptied q2 tape as '|[OUTPUT]'")
     output = cur.digits()
     if not halted:
         cur.expect("[OUTPUT]")

@@ -97,7 +97,7 @@ def _execute(prompt: str, op: str) -> str:
         matches = index is not None and render(machine_run.input_snapshot(index)) == prompt
     else:
         machine_run = _executor_run(state.machine, tuple(tape.digits for tape in state.tapes))
-        index = _executor_step(machine_run, state)
+        index = machine_run.step_of(state)
         matches = 0 <= index < machine_run.n_steps and machine_run.text(index) == prompt
     if not matches:
         raise OracleError("not a step of the machine's run on these operands")
@@ -122,21 +122,6 @@ def _executor_run(machine: str, tapes: tuple[str, ...]) -> Run:
 @lru_cache(maxsize=4096)
 def _composer_run(op: str, a: str, b: str) -> ComposerRun:
     return run(op, from_tape(a), from_tape(b))
-
-
-def _executor_step(machine_run: Run, state) -> int:
-    """The step index of an executor state, read off its registers (see the runs in machines.executors)."""
-    if state.q == "q0":
-        return 0
-    if state.q == "qH":
-        return machine_run.n_steps - 1
-    if state.machine in COMPARISONS:
-        return state.tapes[0].head  # both heads move one cell per step
-    if state.machine == "REFLECTION" and state.q == "q2":
-        return len(machine_run.a) + 2
-    if state.machine == "LEFT_MASK" and state.q == "q2":  # one output digit erased per q2 step
-        return machine_run.n_q1_end + len(machine_run.a) - len(state.output)
-    return len(state.output) + 1  # q1 of ADD, REFLECTION and LEFT_MASK: one output digit per step
 
 
 def _composer_step(machine_run: ComposerRun, snapshot) -> int | None:

@@ -219,3 +219,26 @@ def test_left_mask_samples_lean_on_the_steps_that_erase_the_top():
     erase = [s["completion"].split("\n")[-1] for s in samples if s["prompt"].endswith("[OUTPUT] 0, q2")]
     assert len(erase) / len(samples) > 0.2
     assert 0.35 < erase.count("CMD [OUTPUT] LEFT, q2") / len(erase) < 0.65
+
+
+@pytest.mark.parametrize("op", ["reflection", "sub", "add"])
+def test_nines_share_draws_the_steps_that_carry_reflections_dropped_zeros(op):
+    from caef_bench.machines import parse, run
+    from caef_bench.train.sources import MachineSource
+
+    source = MachineSource([("executor", op)], max_len=30, seed=0, nines_share=0.5)
+    assert "nines=0.5" in source.fingerprint
+    samples = source.batch(0, 300)
+    drawn = [s for s in samples if s["meta"].get("nines")]
+    assert 0.4 < len(drawn) / len(samples) < 0.6
+    for sample in drawn:
+        a, b = int(sample["meta"]["a"]), int(sample["meta"]["b"])
+        assert a >= b and len(str(a)) == len(str(b)) and str(b)[0] == "9"
+        sub = run("sub", a, b)
+        machine_run = {"sub": sub, "reflection": sub.phases[1].callee, "add": sub.phases[2].callee}[op]
+        assert machine_run.transition(sample["meta"]["step"]) == (sample["prompt"], sample["completion"])
+    if op == "reflection":  # every one from the last q1 step on: the completions are q2 or qH states
+        assert all(parse(s["completion"]).state.q in ("q2", "qH") for s in drawn)
+    # without the share the stream is the one it always was
+    assert MachineSource([("executor", op)], max_len=30, seed=0).batch(3, 8) == \
+        MachineSource([("executor", op)], max_len=30, seed=0, nines_share=0.0).batch(3, 8)

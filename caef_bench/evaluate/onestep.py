@@ -4,6 +4,14 @@ Cases come from the committed test-set problems (never drawn for training),
 one uniformly chosen transition per problem, so long traces are weighted the
 way the test traces are; REFLECTION and LEFT_MASK are evaluated on the calls
 SUB makes for the same problems.
+
+The executors whose texts depend on REFLECTION dropping leading zeros (reflection,
+sub, and add on SUB's first call) also get `sub9_<n>` cells: subtractions of n-digit
+operands whose b has 9s on top (`nines_on_top`), about 1 in 100 of the test sets'
+pairs. Their cases are the transitions that carry the dropped zeros: REFLECTION's
+last q1 and q2 steps, SUB's steps that read the REFLECTION and first ADD halts, and
+every step of that first ADD. They are drawn from their own random stream (short
+ones may coincide with a training draw; 50 and 100 digits never do).
 """
 
 from __future__ import annotations
@@ -11,21 +19,47 @@ from __future__ import annotations
 from typing import Callable
 
 from caef_bench.data.testsets import load_cell, named_rng, render_expr, solve
+from caef_bench.data.training import nines_on_top
 from caef_bench.evaluate.scoring import accuracy
 from caef_bench.machines import run
 
 LENGTH_CELLS = ("5", "10", "50", "100")
 SUB_CALLEES = {"reflection": 1, "left_mask": 4}  # SUB's phase that calls each auxiliary machine
+TOP_NINES = "sub9"  # the cells of subtractions whose REFLECTION drops leading zeros
+TOP_NINES_EXECUTORS = ("reflection", "sub", "add")
 
 
-def cells_for(op: str) -> list[str]:
-    """Test-set cells an operator is evaluated on: add_5 … add_100, mul_1_10, or SUB's for its callees."""
+def cells_for(op: str, kind: str = "executor") -> list[str]:
+    """Cells an adapter is evaluated on: add_5 … add_100, mul_1_10, SUB's for its callees, and sub9_<n>."""
     if op in ("mul", "div"):
         return [f"{op}_1_10"]
-    return [f"{'sub' if op in SUB_CALLEES else op}_{n}" for n in LENGTH_CELLS]
+    cells = [f"{'sub' if op in SUB_CALLEES else op}_{n}" for n in LENGTH_CELLS]
+    if kind == "executor" and op in TOP_NINES_EXECUTORS:
+        cells += [f"{TOP_NINES}_{n}" for n in LENGTH_CELLS]
+    return cells
+
+
+def top_nines_cases(op: str, cell: str, n: int, seed: int = 0) -> list[tuple[str, str]]:
+    """Transitions that carry REFLECTION's dropped zeros, from subtractions with 9s on top of b."""
+    rng = named_rng(seed, f"onestep/executor/{op}/{cell}")
+    length = int(cell.rpartition("_")[2])
+    cases = []
+    for _ in range(n):
+        sub = run("sub", *nines_on_top(rng, length))
+        if op == "sub":  # the steps that read the REFLECTION halt and the first ADD's halt
+            cases.append(sub.transition(rng.choice((1, 2))))
+        elif op == "reflection":  # from the last q1 step (its next state is the first q2) on
+            reflection = sub.phases[SUB_CALLEES["reflection"]].callee
+            cases.append(reflection.transition(rng.randrange(reflection.n_q1_end, len(reflection))))
+        else:
+            first_add = sub.phases[2].callee
+            cases.append(first_add.transition(rng.randrange(len(first_add))))
+    return cases
 
 
 def executor_cases(op: str, cell: str, n: int, seed: int = 0) -> list[tuple[str, str]]:
+    if cell.startswith(f"{TOP_NINES}_"):
+        return top_nines_cases(op, cell, n, seed)
     rng = named_rng(seed, f"onestep/executor/{op}/{cell}")
     problems = load_cell(cell)
     cases = []

@@ -11,8 +11,9 @@ from pathlib import Path
 
 from caef_bench.data.testsets import load_cell, table1_cells
 from caef_bench.evaluate.scoring import accuracy
-from caef_bench.machines import run
-from caef_bench.runtime import Problem, aligner_adapter, load_records, solve_to_file
+from caef_bench.machines import OPERATIONS, run
+from caef_bench.machines.composers import CALLEES
+from caef_bench.runtime import Problem, aligner_adapter, executor_adapter, load_records, solve_to_file
 from caef_bench.runtime.hf import RoutedModel
 from caef_bench.runtime.reuse import ReusedSteps
 from caef_bench.runtime.stubs import MachineModel
@@ -124,3 +125,36 @@ def run_table2(model, cells, limit, records_dir: Path, progress=None, reuse: Reu
 
 def default_cells() -> list[str]:
     return table1_cells()
+
+
+def cell_adapters(cell: str) -> set[str]:
+    """Every adapter a run of the cell's problems calls: its aligner, its executor and the executors
+    its composer calls (sub_100: aligner_sub, executor_sub, executor_reflection, executor_add, ...)."""
+    machine = OPERATIONS[cell.partition("_")[0]].machine
+    return {aligner_adapter(OPERATIONS[cell.partition("_")[0]].name), executor_adapter(machine),
+            *(executor_adapter(callee) for callee in CALLEES.get(machine, ()))}
+
+
+def carry_over(earlier: dict, adapters: dict[str, str], cells_run: list[str]) -> tuple[dict, list[str]]:
+    """The cells of an earlier results file (`caef-bench run`'s JSON) that stay valid for these weights.
+
+    A cell is kept when every adapter it calls (`cell_adapters`) has the same fingerprint in both
+    (same base, bytes and position scheme: the same greedy output on every prompt, runtime.reuse),
+    so its numbers are what solving it again would give; each kept cell records the command and
+    weights that made it. Returns (kept cells, the names of those dropped because an adapter changed).
+    """
+    before = earlier.get("adapters")
+    if before is None:
+        raise ValueError("the earlier results file does not record its adapters' fingerprints; "
+                         "its cells cannot be checked against these weights")
+    kept, dropped = {}, []
+    for cell, result in earlier["results"].items():
+        if cell in cells_run:
+            continue
+        if all(before.get(name) == adapters.get(name) for name in cell_adapters(cell)):
+            origin = result.get("made_by") or {"command": earlier["command"], "weights": earlier["weights"],
+                                               "limit": earlier.get("limit")}
+            kept[cell] = {**result, "made_by": origin}
+        else:
+            dropped.append(cell)
+    return kept, dropped

@@ -97,6 +97,10 @@ class ComposerRun(Run):
         return [(i, p.callee) for i, p in enumerate(self.phases) if p.callee is not None]
 
 
+# The executors each composer calls (the order of its phases' calls).
+CALLEES = {"SUB": ("REFLECTION", "ADD", "LEFT_MASK"), "MUL": ("LESS_THAN", "ADD"), "DIV": ("GREATER_THAN", "ADD")}
+
+
 def _call(machine: str, next_q: str) -> Command:
     return Command((Action("CALL", machine),), next_q)
 

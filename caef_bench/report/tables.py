@@ -59,13 +59,27 @@ CAEF_METRICS = [("end_to_end", "table1_overall_accuracy", "CAEF"), ("exact trace
 
 
 def onestep_markdown(results: dict, header: str) -> str:
-    """One row per adapter, one column per operand length: the one-step exact-match table."""
-    lines = ["## One-step accuracy of the executors and aligners", "", header, "",
-             "| adapter | " + " | ".join(COLUMNS) + " | lowest |", "|---|" + "---|" * (len(COLUMNS) + 1)]
-    for name, cells in results.items():
-        by_column = {_cell_column(cell)[1]: stats for cell, stats in cells.items()}
-        lowest = min(stats["accuracy"] for stats in cells.values())
-        lines.append(f"| {name} | " + " | ".join(_ours(by_column.get(c)) for c in COLUMNS) + f" | {100 * lowest:.1f} |")
+    """One row per adapter, one column per operand length: the one-step exact-match table.
+
+    Cells of the test sets fill the first table; the sub9 cells (subtractions whose REFLECTION
+    drops leading zeros, caef_bench.evaluate.onestep) a second one, for the adapters that have them.
+    """
+    lines = ["## One-step accuracy of the executors and aligners", "", header, ""]
+    families = [("", lambda cell: not cell.startswith("sub9_")),
+                ("Subtractions with 9s on top of b (`sub9_<n>` cells: REFLECTION drops its result's leading "
+                 "zeros; the steps that carry them)", lambda cell: cell.startswith("sub9_"))]
+    for title, belongs in families:
+        rows = {name: {cell: stats for cell, stats in cells.items() if belongs(cell)} for name, cells in results.items()}
+        rows = {name: cells for name, cells in rows.items() if cells}
+        if not rows:
+            continue
+        if title:
+            lines += ["", f"### {title}", ""]
+        lines += ["| adapter | " + " | ".join(COLUMNS) + " | lowest |", "|---|" + "---|" * (len(COLUMNS) + 1)]
+        for name, cells in rows.items():
+            by_column = {_cell_column(cell)[1]: stats for cell, stats in cells.items()}
+            lowest = min(stats["accuracy"] for stats in cells.values())
+            lines.append(f"| {name} | " + " | ".join(_ours(by_column.get(c)) for c in COLUMNS) + f" | {100 * lowest:.1f} |")
     wrong = [(name, cell, failure) for name, cells in results.items() for cell, stats in cells.items()
              for failure in stats.get("failures", [])]
     if wrong:  # the misses themselves, where the results kept them (the first few per cell)

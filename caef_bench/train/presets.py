@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-SHARES = ("equal_share", "short_share", "same_share", "near_share", "composer_share")
+SHARES = ("equal_share", "short_share", "same_share", "near_share", "composer_share", "nines_share")
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,7 @@ class Preset:
     same_share: float = 0.0  # comparisons and sub: share of samples with a == b
     near_share: float = 0.0  # comparisons and sub: share with b = a but for one digit
     composer_share: float = 0.0  # add, gt: share of transitions from the calls composers make
+    nines_share: float = 0.0  # reflection, sub, add: share from subtractions with 9s on top of b
     decay: str = "constant"  # learning-rate schedule after warm-up: constant or cosine
     target_modules: str | tuple[str, ...] = "all-linear"
     # The tiny base's pre-training as phases (used unless base_steps, base_lr or curriculum_steps

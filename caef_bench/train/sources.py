@@ -14,7 +14,7 @@ from pathlib import Path
 from caef_bench.data.direct import direct_prompt
 from caef_bench.data.explanations import stage1_preamble
 from caef_bench.data.testsets import named_rng, render_expr, solve
-from caef_bench.data.training import change_one_digit, classes, draw_operands
+from caef_bench.data.training import change_one_digit, classes, draw_operands, nines_on_top
 from caef_bench.machines import COMPARISON, OPERATIONS, run
 
 
@@ -68,6 +68,14 @@ class MachineSource:
     first call adds a to itself, SUB's last adds 1 to a long sum, DIV compares
     a remainder with the divisor; the shipped add got those wrong (most of
     mul's failures).
+
+    A share `nines_share` of the samples of reflection, sub and add come from
+    subtractions whose b has 9s on top (`nines_on_top`): REFLECTION's result
+    then has leading zeros, dropped one q2 step each, and SUB's first ADD gets a
+    shorter b. About 1 random subtraction in 100 does this, and only at its q2
+    tail, so the draws take the steps that carry the zeros: REFLECTION from its
+    last q1 step on, SUB's steps that read the REFLECTION and first ADD halts,
+    any step of that first ADD.
     """
 
     SHORT = 10
@@ -76,15 +84,17 @@ class MachineSource:
     # left_mask's input minus its top cell, which is its output only when no zero was erased.
     PAIRED = COMPARISON + ("sub",)
     CALLERS = {"add": ("sub", "mul"), "gt": ("div",)}
+    NINES = ("reflection", "sub", "add")  # the executors whose texts carry REFLECTION's dropped zeros
 
     def __init__(self, adapters: list[tuple[str, str]], max_len: int, seed: int, stage: int = 2,
                  edge_weight: float = 0.25, excluded: frozenset[str] = frozenset(), curriculum_steps: int = 0,
                  equal_share: float = 0.0, short_share: float = 0.0, same_share: float = 0.0, near_share: float = 0.0,
-                 composer_share: float = 0.0):
+                 composer_share: float = 0.0, nines_share: float = 0.0):
         self.adapters, self.max_len, self.seed, self.stage = adapters, max_len, seed, stage
         self.edge_weight, self.excluded, self.curriculum_steps = edge_weight, excluded, curriculum_steps
         self.equal_share, self.short_share = equal_share, short_share
         self.same_share, self.near_share, self.composer_share = same_share, near_share, composer_share
+        self.nines_share = nines_share
         # (op, longest, pool) -> classes: filtering 10,000 classes per sample dominated the sampling time
         self._allowed: dict[tuple[str, int | None, str], list] = {}
         self.fingerprint = f"machines:{adapters}:{max_len}:{stage}:{edge_weight}:{curriculum_steps}"
@@ -96,6 +106,8 @@ class MachineSource:
                 self.fingerprint += ":sub_pairs"
         if composer_share:
             self.fingerprint += f":composer={composer_share}"
+        if nines_share and any(op in self.NINES for _, op in adapters):
+            self.fingerprint += f":nines={nines_share}"
         if any(op == "left_mask" for _, op in adapters):
             self.fingerprint += ":left_mask_tail3"  # its samples lean on the last steps (see sample)
 
@@ -143,8 +155,32 @@ class MachineSource:
         meta = {"kind": "executor", "op": op, "a": str(a), "b": str(b), "caller": composer, "step": step}
         return {"prompt": source, "completion": target, "meta": meta}
 
+    def _nines_sample(self, op: str, rng: random.Random, longest: int | None) -> dict:
+        """A transition that carries REFLECTION's dropped zeros (see the class docstring)."""
+        length = rng.randint(1, longest or self.max_len)
+        while True:
+            a, b = nines_on_top(rng, length)
+            if render_expr("sub", a, b) not in self.excluded:
+                break
+        sub = run("sub", a, b)
+        if op == "sub":
+            machine_run, step = sub, rng.choice((1, 2))
+        elif op == "reflection":
+            machine_run = sub.phases[1].callee
+            step = rng.randrange(machine_run.n_q1_end, len(machine_run))
+        else:
+            machine_run = sub.phases[2].callee
+            step = rng.randrange(len(machine_run))
+        source, target = machine_run.transition(step)
+        if self.stage == 1:
+            source = stage1_preamble(OPERATIONS[op].machine) + source
+        meta = {"kind": "executor", "op": op, "a": str(a), "b": str(b), "caller": "sub", "step": step, "nines": True}
+        return {"prompt": source, "completion": target, "meta": meta}
+
     def sample(self, rng: random.Random, longest: int | None = None) -> dict:
         kind, op = self.adapters[rng.randrange(len(self.adapters))]
+        if kind == "executor" and op in self.NINES and self.nines_share and rng.random() < self.nines_share:
+            return self._nines_sample(op, rng, longest)
         if kind == "executor" and op in self.CALLERS and self.composer_share and rng.random() < self.composer_share:
             return self._call_sample(op, rng, longest)
         pool = "all"

@@ -84,3 +84,15 @@ def test_weights_file_names_the_weights_and_refuses_to_mix_them(tmp_path):
 def test_unchanged_adapters_are_those_with_the_same_fingerprint():
     earlier = {"executor_add": "e1", "aligner_add": "a1", "aligner_gt": "g1"}
     assert unchanged_adapters(earlier, {"executor_add": "e1", "aligner_add": "a2"}) == {"executor_add"}
+
+
+def test_table2_reads_the_executor_steps_of_table1s_records_of_the_same_cell(tmp_path):
+    from caef_bench.evaluate.suites import Reuse, run_caef, run_table2
+
+    run_caef(MachineModel(), ["add_5"], 4, tmp_path)  # writes caef_add_5.jsonl
+    model = Recorder(MachineModel())
+    results = run_table2(model, ["add_5"], 4, tmp_path, reuse=Reuse(tmp_path, frozenset({"executor_add", "aligner_add"})))
+    executor_calls = [prompt for adapter, prompt in model.asked if adapter == "executor_add"]
+    assert executor_calls == []  # every executor step came from Table 1's records
+    assert results["add_5"]["reused_calls"] == results["add_5"]["model_calls"] > 0
+    assert results["add_5"]["executor"]["correct"] == 4

@@ -18,7 +18,7 @@ from caef_bench.runtime.hf import RoutedModel
 from caef_bench.runtime.reuse import ReusedSteps
 from caef_bench.runtime.stubs import MachineModel
 
-SUITES = ("table2", "caef")
+SUITES = ("table2", "caef", "table1")  # table1: every system of baselines/ through lm-eval (evaluate.table1)
 
 
 def cell_problems(cell: str, limit: int | None) -> list[dict]:
@@ -27,15 +27,17 @@ def cell_problems(cell: str, limit: int | None) -> list[dict]:
 
 
 def solve_cell(problems: list[Problem], model, path: Path, reuse: Reuse | None = None,
-               **options) -> tuple[list, int]:
+               reuse_from: tuple[str, ...] = (), **options) -> tuple[list, int]:
     """Every problem's record, solving (with a progress bar) only those the file does not hold yet;
     and how many it held already (read, not solved, by this call). With `reuse`, calls to the
-    adapters it names are answered from the file of the same name in its folder where it holds them."""
+    adapters it names are answered from the file of the same name in its folder, and from the
+    files named in `reuse_from` there, where they hold them."""
     from tqdm import tqdm
 
     done = {r.id for r in load_records(path)}
     if reuse is not None and any(p.id not in done for p in problems):
-        model = ReusedSteps.from_records(model, reuse.folder / path.name, reuse.adapters)
+        model = ReusedSteps.from_records(model, [reuse.folder / name for name in (path.name, *reuse_from)],
+                                         reuse.adapters)
     resumed = sum(p.id in done for p in problems)
     with tqdm(total=len(problems), initial=resumed, desc=path.stem, unit="problem", leave=False) as bar:
         solve_to_file(problems, model, path, on_record=lambda _: bar.update(1), **options)
@@ -106,8 +108,11 @@ def run_table2(model, cells, limit, records_dir: Path, progress=None, reuse: Reu
     for cell in cells:
         problems = cell_problems(cell, limit)
         op = problems[0]["op"]
+        # Table 1's traced records of the same cell hold the same executor calls wherever its
+        # aligner (I) was right: with --reuse-steps their executor steps answer these too.
         records, resumed = solve_cell([Problem(p["id"], p["expr"]) for p in problems], executors_only,
-                                      records_dir / f"table2_{cell}.jsonl", reuse, mode="traced")
+                                      records_dir / f"table2_{cell}.jsonl", reuse,
+                                      reuse_from=(f"caef_{cell}.jsonl",), mode="traced")
         runs = [run(op, int(p["a"]), int(p["b"])) for p in problems]
         results[cell] = {
             "executor": _summary(records),

@@ -66,13 +66,14 @@ class ReusedSteps:
         self.model, self.steps = model, steps
 
     @classmethod
-    def from_records(cls, model, path: str | Path, adapters: set[str]) -> ReusedSteps:
-        """The steps of `adapters` in a records file (a missing file gives none)."""
+    def from_records(cls, model, paths: str | Path | list, adapters: set[str]) -> ReusedSteps:
+        """The steps of `adapters` in one or more records files (a missing file gives none)."""
         steps = {}
-        for record in load_records(path):
-            for step in record.steps:
-                if step.adapter in adapters:
-                    steps[(step.adapter, step.input)] = Completion(step.output, step.tokens, reused=True)
+        for path in [paths] if isinstance(paths, (str, Path)) else paths:
+            for record in load_records(path):
+                for step in record.steps:
+                    if step.adapter in adapters:
+                        steps.setdefault((step.adapter, step.input), Completion(step.output, step.tokens, reused=True))
         return cls(model, steps)
 
     def generate(self, prompts: list[str], adapter: str) -> list:

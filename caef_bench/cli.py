@@ -161,6 +161,8 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.suite not in SUITES:
         raise ValueError(f"unknown suite {args.suite!r}; expected one of {', '.join(SUITES)}")
+    if args.suite == "table1":
+        return _run_table1(args)
     cells = args.cells.split(",") if args.cells else default_cells()
     unknown = [c for c in cells if c not in default_cells()]
     if unknown:
@@ -235,6 +237,27 @@ def _run(args: argparse.Namespace) -> int:
                                                   "seconds": round(time.perf_counter() - started, 1),
                                                   "results": results}, indent=1) + "\n")
     print(f"wrote {out / (name + '.md')} and {out / (name + '.json')}")
+    return 0
+
+
+def _run_table1(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .evaluate.systems import load_systems
+    from .evaluate.table1 import direct_training_notes, run_table1
+    from .report.table1 import write_table1
+
+    systems = load_systems()
+    chosen = args.systems.split(",") if args.systems else list(systems)
+    unknown = [name for name in chosen if name not in systems]
+    if unknown:
+        raise ValueError(f"unknown system(s) {', '.join(unknown)}; systems in baselines/: {', '.join(systems)}")
+    cells = args.cells.split(",") if args.cells else None
+    results = run_table1([systems[name] for name in chosen], cells, args.limit, Path(args.work),
+                         progress=lambda line: print(line, file=sys.stderr, flush=True))
+    notes = direct_training_notes(results, systems)
+    for path in write_table1(results, args.out, args.command_line, notes):
+        print(f"wrote {path}")
     return 0
 
 
@@ -431,12 +454,18 @@ def build_parser() -> argparse.ArgumentParser:
     solve.set_defaults(handler=_solve)
 
     run = commands.add_parser("run", help="run a suite and write results/*.md and .json")
-    run.add_argument("--suite", required=True, help="table2 (components) or caef (Table 1's CAEF rows)")
+    run.add_argument("--suite", required=True,
+                     help="table1 (every system of baselines/ through lm-eval), table2 (components) or caef "
+                          "(Table 1's CAEF rows, traced)")
+    run.add_argument("--systems", help="table1: comma-separated system names from baselines/ (default all)")
+    run.add_argument("--work", default="work/table1",
+                     help="table1: lm-eval's outputs and request caches per system; reruns resume from them")
     run.add_argument("--model", default="tiny")
     run.add_argument("--checkpoints", help="adapter folder to use instead of the tier's")
     run.add_argument("--cells", help="comma-separated test cells (default: all 22 of Table 1)")
     run.add_argument("--limit", type=int, help="first N problems per cell")
-    run.add_argument("--out", default="results")
+    run.add_argument("--out", default="results/local",
+                     help="where the tables go (default results/local: the committed results/ stay as they are)")
     run.add_argument("--records", help="folder of per-problem records (default work/records/<model>); reruns resume")
     run.add_argument("--device", help="cpu, cuda, … (default: cuda when available)")
     run.add_argument("--no-speculative", action="store_true")
@@ -447,7 +476,21 @@ def build_parser() -> argparse.ArgumentParser:
                      help="an earlier run's records folder: calls to adapters that are unchanged since (same "
                           "bytes, base and position scheme) are answered from its records, the rest generated")
     run.set_defaults(handler=_run)
+
+    lm_eval = commands.add_parser(
+        "lm-eval", add_help=False,
+        help="lm-evaluation-harness's own command line with caef-bench's models registered (caef, caef-direct); "
+             "every lm_eval flag works, e.g. --model caef --tasks caef_add_5 --include_path tasks")
+    lm_eval.add_argument("lm_eval_args", nargs=argparse.REMAINDER)
+    lm_eval.set_defaults(handler=_lm_eval)
     return parser
+
+
+def _lm_eval(args: argparse.Namespace) -> int:
+    from .evaluate.lm_eval_models import main as lm_eval_main
+
+    lm_eval_main(args.lm_eval_args)
+    return 0
 
 
 def _keep_expressions_positional(argv: list[str]) -> list[str]:
@@ -475,7 +518,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     invoked_as_program = argv is None  # a caller's own argv (tests) never re-executes the process
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = parser.parse_args(_keep_expressions_positional(argv))
+    if argv[:1] == ["lm-eval"]:  # lm-eval's arguments pass through untouched
+        args = argparse.Namespace(handler=_lm_eval, lm_eval_args=argv[1:])
+    else:
+        args = parser.parse_args(_keep_expressions_positional(argv))
     args.command_line = "caef-bench " + " ".join(shlex.quote(a) for a in argv)  # recorded with every result
     if invoked_as_program and args.handler is _train:
         # Before torch is imported: the allocator is fixed when a process starts (see allocator.py).

@@ -233,12 +233,19 @@ def test_nines_share_draws_the_steps_that_carry_reflections_dropped_zeros(op):
     assert 0.4 < len(drawn) / len(samples) < 0.6
     for sample in drawn:
         a, b = int(sample["meta"]["a"]), int(sample["meta"]["b"])
-        assert a >= b and len(str(a)) == len(str(b)) and str(b)[0] == "9"
-        sub = run("sub", a, b)
-        machine_run = {"sub": sub, "reflection": sub.phases[1].callee, "add": sub.phases[2].callee}[op]
+        if op == "reflection" and str(b)[0] != "9":  # a complement whose top digit stays
+            machine_run = run("reflection", a, b)
+            assert set(str(a)) == {"9"} and machine_run.kept == len(str(a))
+        else:
+            assert a >= b and len(str(a)) == len(str(b)) and str(b)[0] == "9"
+            sub = run("sub", a, b)
+            machine_run = {"sub": sub, "reflection": sub.phases[1].callee, "add": sub.phases[2].callee}[op]
         assert machine_run.transition(sample["meta"]["step"]) == (sample["prompt"], sample["completion"])
-    if op == "reflection":  # every one from the last q1 step on: the completions are q2 or qH states
+    if op == "reflection":  # every one from the last q1 step on: the completions are q2 or qH states,
         assert all(parse(s["completion"]).state.q in ("q2", "qH") for s in drawn)
+        # and the q2 commands both drop digits and halt
+        commands = [s["completion"].split("\n")[1] for s in drawn if parse(s["completion"]).state.q == "q2"]
+        assert 0.3 < sum("LEFT" in c for c in commands) / len(commands) < 0.7
     # without the share the stream is the one it always was
     assert MachineSource([("executor", op)], max_len=30, seed=0).batch(3, 8) == \
         MachineSource([("executor", op)], max_len=30, seed=0, nines_share=0.0).batch(3, 8)

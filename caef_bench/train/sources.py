@@ -74,8 +74,10 @@ class MachineSource:
     then has leading zeros, dropped one q2 step each, and SUB's first ADD gets a
     shorter b. About 1 random subtraction in 100 does this, and only at its q2
     tail, so the draws take the steps that carry the zeros: REFLECTION from its
-    last q1 step on, SUB's steps that read the REFLECTION and first ADD halts,
-    any step of that first ADD.
+    last q1 step on (a third of them instead the same steps of a complement
+    whose top digit is not zero, to be kept; q2 steps that drop and that halt
+    about evenly), SUB's steps that read the REFLECTION and
+    first ADD halts, any step of that first ADD.
     """
 
     SHORT = 10
@@ -107,7 +109,7 @@ class MachineSource:
         if composer_share:
             self.fingerprint += f":composer={composer_share}"
         if nines_share and any(op in self.NINES for _, op in adapters):
-            self.fingerprint += f":nines={nines_share}"
+            self.fingerprint += f":nines={nines_share}:kept_tops"
         if any(op == "left_mask" for _, op in adapters):
             self.fingerprint += ":left_mask_tail3"  # its samples lean on the last steps (see sample)
 
@@ -167,7 +169,20 @@ class MachineSource:
             machine_run, step = sub, rng.choice((1, 2))
         elif op == "reflection":
             machine_run = sub.phases[1].callee
-            step = rng.randrange(machine_run.n_q1_end, len(machine_run))
+            last = len(machine_run) - 1
+            roll = rng.random()
+            if roll < 1 / 3:
+                # The step into q2 and each q2 step decide from the top output digit whether to drop
+                # it. Drawn from zeros alone, the model learnt "q2 drops" and dropped non-zero digits
+                # (86% one-step at sub_5): a third are complements whose top digit is not zero.
+                a, b = 10**length - 1, rng.randrange(10 ** (length - 1), 9 * 10 ** (length - 1)) if length > 1 \
+                    else rng.randrange(9)
+                machine_run = run("reflection", a, b)
+                step = machine_run.n_q1_end + (rng.random() < 0.25)  # into q2 (it halts next), or the halt
+            elif roll < 2 / 3 and last - 1 > machine_run.n_q1_end:  # a step whose next state drops a zero
+                step = rng.randrange(machine_run.n_q1_end, last - 1)
+            else:  # the step whose next state halts after the last zero, or the halt itself
+                step = last - 1 if rng.random() < 0.5 else last
         else:
             machine_run = sub.phases[2].callee
             step = rng.randrange(len(machine_run))

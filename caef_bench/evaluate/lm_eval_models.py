@@ -1,0 +1,186 @@
+"""caef-bench's systems as lm-evaluation-harness models: `caef` and `caef-direct`.
+
+lm-eval's own models (`hf`, `vllm`, the API models) load every baseline that is an ordinary
+transformers model. Two systems are not: CAEF itself, which runs aligner (I), the executors
+(switching LoRA adapters, composers calling executors) and aligner (O) for one answer; and the
+tiny tier's LoRA-direct model, whose tokenizer gives position ids lm-eval's `hf` cannot make
+(coupled positions). Both are registered here as `generate_until` models, so the same task files
+and the same scorer (tasks/utils.py) serve every system.
+
+lm-eval 0.4.13 discovers no models from other packages: `caef-bench lm-eval ...` imports
+lm-eval's models, then this module, then runs lm-eval's own command line (`main`), so every
+lm-eval flag works as usual.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+
+import lm_eval.models  # noqa: F401  (lm-eval's own models first: registering before them breaks its lookup)
+from lm_eval.api.model import LM
+from lm_eval.api.registry import register_model
+
+from caef_bench.machines import parse_expression
+
+
+def _device(requested: str | None) -> str:
+    """lm-eval hands every model its --device, "cuda" unless told otherwise: on a machine without a
+    GPU that default means the CPU (a device given in model_args is used as it is)."""
+    from caef_bench.models.loading import default_device
+
+    if requested and str(requested).startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            return "cpu"
+    return default_device(requested)
+
+
+def _bool_arg(value) -> bool:
+    return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes")
+
+
+def problem_id(expr: str) -> str:
+    """A record id that is the same for the same expression in every run, so records resume."""
+    return "lm-eval-" + hashlib.sha256(expr.encode()).hexdigest()[:16]
+
+
+class _NoLoglikelihood:
+    """The CAEF tasks only generate; scoring choices by likelihood is not what these systems do."""
+
+    def loglikelihood(self, requests, disable_tqdm: bool = False):
+        raise NotImplementedError(f"{type(self).__name__} only generates (generate_until tasks such as caef_table1)")
+
+    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):
+        raise NotImplementedError(f"{type(self).__name__} only generates (generate_until tasks such as caef_table1)")
+
+
+@register_model("caef")
+class CaefLM(_NoLoglikelihood, LM):
+    """CAEF end to end behind `generate_until`: the context is a templated expression ("45+67="),
+    the continuation is the answer aligner (O) wrote ("112", or True/False).
+
+    model_args: tier (tiny, smollm2-135m, llama-3.1-8b), checkpoints (an adapter folder), device,
+    records (a folder: every problem's traced record is appended to `lm_eval.jsonl` there, and a
+    rerun solves only the expressions it does not hold), speculative (default true; false is the
+    paper's loop). All of one call's problems are solved together, batching each step's model
+    calls across problems.
+    """
+
+    def __init__(self, tier: str = "tiny", checkpoints: str | None = None, device: str | None = None,
+                 records: str | None = None, speculative=True, step_model=None, **_lm_eval_options):
+        super().__init__()
+        if step_model is None:
+            from caef_bench.runtime.hf import load_step_model
+
+            step_model = load_step_model(tier, checkpoints, speculative=_bool_arg(speculative), device=_device(device))
+        self.step_model = step_model
+        weights = getattr(step_model, "fingerprint", None) or "model"
+        self.records = Path(records) / f"{tier}-{weights}" / "lm_eval.jsonl" if records else None
+
+    def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
+        from caef_bench.runtime import Problem, load_records, solve_batch, solve_to_file
+
+        answers: list[str | None] = [None] * len(requests)
+        waiting: dict[str, list[int]] = {}  # problem id -> the requests that ask it
+        problems: dict[str, Problem] = {}
+        for index, request in enumerate(requests):
+            expr = request.args[0].strip()
+            try:
+                parse_expression(expr)
+            except ValueError as error:  # not a CAEF expression: nothing to execute, an empty answer
+                print(f"caef: not an expression, answered with nothing: {expr[:80]!r} ({error})", file=sys.stderr)
+                answers[index] = ""
+                continue
+            problem = problems.setdefault(problem_id(expr), Problem(problem_id(expr), expr))
+            waiting.setdefault(problem.id, []).append(index)
+
+        def finished(record) -> None:  # each answer into lm-eval's request cache (--use_cache) as it comes
+            for index in waiting.get(record.id, ()):
+                answers[index] = record.answer or ""
+                self.cache_hook.add_partial("generate_until", requests[index].args, answers[index])
+
+        if self.records is not None:
+            self.records.parent.mkdir(parents=True, exist_ok=True)
+            solve_to_file(list(problems.values()), self.step_model, self.records, mode="traced", on_record=finished)
+            for record in load_records(self.records):  # those an earlier run had already recorded
+                if record.id in waiting and answers[waiting[record.id][0]] is None:
+                    finished(record)
+        else:
+            solve_batch(list(problems.values()), self.step_model, mode="traced", on_record=finished)
+        return [answer or "" for answer in answers]
+
+
+@register_model("caef-direct")
+class CaefDirectLM(_NoLoglikelihood, LM):
+    """A tier's base with its LoRA-direct adapters (`direct_<op>`): the context is the protocol's
+    LoRA-direct prompt, answered greedily with the adapter of the expression's operator.
+
+    model_args: tier, checkpoints, device, max_gen_toks (default 128: a 100-digit sum has 101 digits).
+    """
+
+    def __init__(self, tier: str = "tiny", checkpoints: str | None = None, device: str | None = None,
+                 max_gen_toks: int = 128, batch_size=32, **_lm_eval_options):
+        super().__init__()
+        from caef_bench.models.codec import codec_for
+        from caef_bench.models.loading import get_tier, load_adapters, load_base
+
+        overrides = {}
+        if checkpoints:
+            overrides = {"adapters": Path(checkpoints)}
+            if tier == "tiny":
+                overrides["base"] = Path(checkpoints) / "base"
+        tier_info = get_tier(tier, **overrides)
+        model, tokenizer = load_base(tier_info, _device(device))
+        self.model = load_adapters(model, tier_info.adapters, kinds=("direct",)).eval()
+        self.codec = codec_for(tokenizer, tier_info.position_scheme)
+        self.max_gen_toks = int(max_gen_toks)
+        self.batch_size = int(batch_size) if str(batch_size).isdigit() else 32
+
+    def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
+        from caef_bench.models.decoding import greedy_ids
+
+        outputs: list[str | None] = [None] * len(requests)
+        by_op: dict[str, list[int]] = {}
+        for index, request in enumerate(requests):
+            by_op.setdefault(_operator_of_direct_prompt(request.args[0]), []).append(index)
+        for op, indices in by_op.items():
+            self.model.set_adapter(f"direct_{op}")
+            for start in range(0, len(indices), self.batch_size):
+                batch = indices[start:start + self.batch_size]
+                limits = [int(requests[i].args[1].get("max_gen_toks", self.max_gen_toks)) for i in batch]
+                prompts = [self.codec.prompt_ids(requests[i].args[0]) for i in batch]
+                for index, ids in zip(batch, greedy_ids(self.model, prompts, self.codec, limits)):
+                    text = self.codec.decode(ids)
+                    for stop in requests[index].args[1].get("until", []):
+                        text = text.split(stop)[0] if stop else text
+                    outputs[index] = text
+                    self.cache_hook.add_partial("generate_until", requests[index].args, text)
+        return outputs
+
+
+def _operator_of_direct_prompt(context: str) -> str:
+    """The operator of the expression inside a LoRA-direct prompt ("The expression is: 45+67=.")."""
+    marker = "The expression is: "
+    start = context.find(marker)
+    if start < 0:
+        raise ValueError(f"not a LoRA-direct prompt (no {marker!r}): {context[:80]!r}")
+    expr = context[start + len(marker):].split(".\n", 1)[0]
+    return parse_expression(expr).op
+
+
+def main(argv: list[str] | None = None) -> None:
+    """lm-eval's own command line, with caef-bench's models registered (`caef-bench lm-eval ...`).
+
+    The CAEF tasks are found without `--include_path` (it is added when not given)."""
+    from lm_eval.__main__ import cli_evaluate
+
+    from caef_bench.data.testsets import TASKS_DIR
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--include_path" not in argv and not any(a.startswith("--include_path=") for a in argv):
+        argv += ["--include_path", str(TASKS_DIR)]
+    sys.argv = ["lm_eval", *argv]
+    cli_evaluate()

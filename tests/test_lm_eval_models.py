@@ -1,0 +1,63 @@
+"""caef-bench's lm-eval models: CAEF behind generate_until (records, resume, lm-eval's request cache)
+and the command that is lm-eval's own CLI with them registered."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from lm_eval.api.instance import Instance
+
+from caef_bench.evaluate.lm_eval_models import CaefLM, _operator_of_direct_prompt, problem_id
+from caef_bench.data.direct import direct_prompt
+from caef_bench.runtime import load_records
+from caef_bench.runtime.stubs import MachineModel
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _requests(contexts):
+    return [Instance("generate_until", {}, (context, {"until": ["\n"]}), idx=i) for i, context in enumerate(contexts)]
+
+
+class _Hook:
+    def __init__(self):
+        self.added = []
+
+    def add_partial(self, method, args, result):
+        self.added.append((method, args, result))
+
+
+def test_caef_answers_each_expression_and_hands_every_answer_to_lm_evals_cache(tmp_path):
+    model = CaefLM(step_model=MachineModel(), records=str(tmp_path))
+    model.cache_hook = _Hook()
+    contexts = ["45+67=", "99-99=", "12>3=", "45+67=", "7*3=", "not an expression"]
+    assert model.generate_until(_requests(contexts)) == ["112", "0", "True", "112", "21", ""]
+    cached = {args[0]: answer for _, args, answer in model.cache_hook.added}
+    assert cached == {"45+67=": "112", "99-99=": "0", "12>3=": "True", "7*3=": "21"}
+    assert all(args[1] == {"until": ["\n"]} for _, args, _ in model.cache_hook.added)  # the request's own args
+
+
+def test_a_rerun_reads_what_the_records_hold_and_solves_only_the_rest(tmp_path):
+    first = CaefLM(step_model=MachineModel(), records=str(tmp_path))
+    first.generate_until(_requests(["45+67=", "3-1="]))
+    oracle = MachineModel()
+    again = CaefLM(step_model=oracle, records=str(tmp_path))
+    assert again.generate_until(_requests(["45+67=", "3-1=", "5+5="])) == ["112", "2", "10"]
+    records = load_records(again.records)
+    assert [r.id for r in records] == [problem_id(e) for e in ("45+67=", "3-1=", "5+5=")]  # each once
+    assert {adapter for adapter, _ in oracle.calls} == {"aligner_add", "executor_add"}  # only 5+5= was solved
+
+
+def test_the_direct_models_adapter_is_read_off_the_protocol_prompt():
+    assert _operator_of_direct_prompt(direct_prompt("12==12=", "eq")) == "eq"
+    assert _operator_of_direct_prompt(direct_prompt("12//5=", "div")) == "div"
+
+
+def test_caef_bench_lm_eval_is_lm_evals_cli_with_caef_registered(tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    run = subprocess.run([sys.executable, "-m", "caef_bench", "lm-eval", "--model", "caef", "--tasks", "caef_add_5",
+                          "--limit", "3", "--output_path", str(tmp_path)], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "|caef_add_5|" in run.stdout.replace(" ", "") and "exact_match" in run.stdout

@@ -1,0 +1,99 @@
+"""Systems under test as data (baselines/*.yaml) and the Table 1 report built from lm-eval's logs."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from caef_bench.evaluate.systems import PAPER_ROWS, load_system, load_systems
+from caef_bench.evaluate.table1 import cell_result, reply_text
+from caef_bench.report.table1 import table1_frame, table1_markdown, write_table1
+
+SHIPPED = {"caef-tiny", "lora-direct-tiny", "smollm2-135m-instruct", "llama-3.1-8b-instruct", "caef-llama-3.1-8b",
+           "lora-direct-llama-3.1-8b", "gpt-4o", "openai-compatible"}
+
+
+def test_every_shipped_system_file_loads_and_names_a_paper_row_or_none():
+    systems = load_systems()
+    assert SHIPPED <= set(systems)
+    for system in systems.values():
+        assert system.paper_row in (None, *PAPER_ROWS)
+    rows = {s.paper_row for s in systems.values()}
+    assert set(PAPER_ROWS) <= rows  # the paper's four rows each have a system
+
+
+def test_a_system_that_cannot_run_here_says_why_in_one_line(monkeypatch):
+    systems = load_systems()
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert systems["gpt-4o"].unavailable() == "needs OPENAI_API_KEY set"
+    monkeypatch.setenv("CAEF_LLAMA_INSTRUCT_PATH", "/weights")
+    import torch
+
+    if not torch.cuda.is_available():
+        assert systems["llama-3.1-8b-instruct"].unavailable() == "needs a GPU (none here)"
+    assert systems["caef-tiny"].unavailable() is None
+
+
+def test_lm_eval_arguments_fill_placeholders_and_pick_the_groups_tasks(monkeypatch):
+    monkeypatch.setenv("CAEF_BENCH_BASE_URL", "http://127.0.0.1:9/v1/chat/completions")
+    monkeypatch.setenv("CAEF_BENCH_MODEL", "m")
+    system = load_systems()["openai-compatible"]
+    argv = system.lm_eval_argv(["add_5", "mul_1_10"], 3, Path("out"), Path("cache"))
+    assert argv[argv.index("--tasks") + 1] == "caef_add_5_chat,caef_mul_1_10_chat"
+    model_args = argv[argv.index("--model_args") + 1]
+    assert "base_url=http://127.0.0.1:9/v1/chat/completions" in model_args and "model=m," in model_args
+    assert "--apply_chat_template" in argv and argv[argv.index("--limit") + 1] == "3"
+    assert argv[argv.index("--use_cache") + 1] == "cache"
+    assert load_systems()["lora-direct-tiny"].task("eq_100") == "caef_eq_100_direct"
+
+
+def test_a_malformed_system_file_is_refused_with_its_path(tmp_path):
+    (tmp_path / "bad.yaml").write_text("name: x\nmodel: hf\ntasks: caef_table1\nsize: 3\n")
+    with pytest.raises(ValueError, match=r"bad.yaml: unknown field\(s\) size"):
+        load_system(tmp_path / "bad.yaml")
+    (tmp_path / "bad.yaml").write_text("name: x\nmodel: hf\ntasks: caef_other\n")
+    with pytest.raises(ValueError, match="tasks must be one of"):
+        load_system(tmp_path / "bad.yaml")
+
+
+def _sample(expr, answer, reply, correct):
+    return {"doc": {"expr": expr, "answer": answer}, "resps": [[reply]], "filtered_resps": [reply],
+            "exact_match": float(correct)}
+
+
+def test_cells_are_scored_from_lm_evals_samples_with_wilson_intervals_and_wrong_replies_kept():
+    samples = [_sample("1+1=", "2", "2", True)] * 8 + [_sample("2+2=", "4", "Answer: 5", False)] * 2
+    result = cell_result(samples)
+    assert (result["n"], result["correct"]) == (10, 8) and result["ci_low"] < 0.8 < result["ci_high"]
+    assert result["examples"][0] == {"expr": "2+2=", "answer": "4", "reply": "Answer: 5"}
+    assert reply_text({"resps": [["x"]]}) == "x"
+
+
+def _results():
+    def cells(accuracy):
+        return {"add_5": {"n": 10, "correct": int(10 * accuracy), "accuracy": accuracy, "ci_low": 0.0, "ci_high": 1.0,
+                          "examples": [{"expr": "1+2=", "answer": "3", "reply": "1+2 = 4."}] if accuracy < 1 else []}}
+    return {"caef-tiny": {"paper_row": "CAEF", "description": "d", "cells": cells(1.0), "command": "c"},
+            "smollm2-135m-instruct": {"paper_row": "LLaMA 3.1 (I)", "description": "d", "cells": cells(0.2),
+                                      "command": "c"},
+            "gpt-4o": {"paper_row": "GPT-4o", "description": "d", "skipped": "needs OPENAI_API_KEY set"}}
+
+
+def test_the_table_puts_ours_beside_the_papers_with_differences_from_caef():
+    frame = table1_frame(_results())
+    addition = frame[frame["operator"] == "Addition"].set_index("system")
+    assert addition.loc["caef-tiny (ours)", "5"].startswith("100.0 [0.0, 100.0] (N=10)")
+    assert addition.loc["smollm2-135m-instruct (ours)", "5"].endswith("(-80.0)")
+    assert addition.loc["LLaMA 3.1 (I) (paper)", "5"] == "93.5 (-6.5)"  # the paper's 93.5 against its CAEF's 100.0
+    assert addition.loc["gpt-4o (ours)", "5"] == "not run"
+    assert addition.loc["LLaMA 3.1 (L) (ours)", "5"] == "–"  # no system of that row here
+    text = table1_markdown(_results(), "caef-bench run --suite table1")
+    assert "not run here: needs OPENAI_API_KEY set" in text
+    assert "replied `1+2 = 4.`" in text  # a baseline's replies are shown, CAEF's are not
+
+
+def test_the_report_writes_markdown_json_and_a_figure(tmp_path):
+    paths = write_table1(_results(), tmp_path, "cmd", notes=["a note"])
+    assert [p.name for p in paths] == ["table1.md", "table1.json", "table1.png"]
+    assert json.loads(paths[1].read_text())["notes"] == ["a note"]
+    assert paths[2].read_bytes()[:4] == b"\x89PNG"

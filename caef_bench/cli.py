@@ -258,6 +258,11 @@ def _run_table1(args: argparse.Namespace) -> int:
     notes = direct_training_notes(results, systems)
     for path in write_table1(results, args.out, args.command_line, notes):
         print(f"wrote {path}")
+    committed = Path("results") / "table1.json"
+    if committed.is_file() and Path(args.out).resolve() != committed.parent.resolve():
+        from .report.table1 import comparison_lines
+
+        print("\n".join(comparison_lines(results, json.loads(committed.read_text()))))
     return 0
 
 

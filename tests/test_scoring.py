@@ -75,6 +75,14 @@ def test_extract_chat_answer_arithmetic(text, expected):
         ("**Answer:** False", "False"),
         ("The statement is untrue", None),  # whole words only
         ("I am not sure.", None),
+        # SmolLM2's replies: the verdict first, then a restatement that ends in the other word
+        ("False. The expression is 82030==90040 is not a true statement.", "False"),
+        ("True. 5>3 is a true statement, not a false one.", "True"),
+        ("The expression 5>3 is not true.", "False"),  # negated
+        ("12>30 is not a false statement", "True"),
+        ("Is 12>3 true? Yes, 12 is greater than 3, so the expression is true.", "True"),
+        ("Is it false? No: the expression is true.", "True"),  # the question is not the verdict
+        ("`false`", "False"),
     ],
 )
 def test_extract_chat_answer_comparison(text, expected):

@@ -97,3 +97,14 @@ def test_the_report_writes_markdown_json_and_a_figure(tmp_path):
     assert [p.name for p in paths] == ["table1.md", "table1.json", "table1.png"]
     assert json.loads(paths[1].read_text())["notes"] == ["a note"]
     assert paths[2].read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_local_run_is_compared_cell_by_cell_with_the_committed_intervals():
+    from caef_bench.report.table1 import comparison_lines
+
+    committed = {"systems": {"caef-tiny": {"cells": {"add_5": {"n": 200, "accuracy": 0.99, "ci_low": 0.96, "ci_high": 1.0},
+                                                     "gt_5": {"n": 200, "accuracy": 1.0, "ci_low": 0.98, "ci_high": 1.0}}}}}
+    local = {"caef-tiny": {"cells": {"add_5": {"n": 10, "accuracy": 1.0}, "gt_5": {"n": 10, "accuracy": 0.9}}}}
+    lines = comparison_lines(local, committed)
+    assert lines[0].startswith("compared with the committed table: 1 of 2 cells inside")
+    assert "gt_5: 90.0% (N=10) against the committed 100.0%" in lines[1]

@@ -69,20 +69,48 @@ def extract_chat_answer(text: str, op: str) -> str | None:
 
     Arithmetic: the integer on the last ``Answer: N`` line (after an ``=`` on that
     line if the model restated the expression). Comparisons: True/False from the
-    last ``Answer: true`` line if any, else the last true/false in the reply.
+    last ``Answer: true`` line if any, else the reply read as a person reads it
+    (`_read_verdict`).
     """
     if op in COMPARISON_OPS:
         for answer in reversed(_labelled_answers(text)):
             found = _BOOLEAN.match(answer.strip())
             if found:
                 return _BOOLEANS[found.group(1).lower()]
-        found = _BOOLEAN.findall(text)
-        return _BOOLEANS[found[-1].lower()] if found else None
+        return _read_verdict(text)
     for answer in reversed(_labelled_answers(text)):
         found = _INTEGER.search(answer.rpartition("=")[2])
         if found:
             return _normalize_integer(found.group())
     return None
+
+
+_SENTENCE_END = re.compile(r"(?<=[.?!])\s+|\n+")
+_ASSERTED = re.compile(r"\b(not\s+(?:an?\s+)?|un)?(true|false)\b", re.IGNORECASE)
+
+
+def _read_verdict(text: str) -> str | None:
+    """True/False from a reply without an ``Answer:`` line, as a person reads it.
+
+    A reply that opens with its verdict ("False. The expression ... is not a true
+    statement.") is that verdict: its restatement often ends in the other word (9 of
+    32 of SmolLM2's eq_5 replies). Otherwise the last true/false the reply asserts:
+    words in questions ("Is it true? ...") are not verdicts, and a negated one ("is
+    not true", "not a true statement") means the other.
+    """
+    opening = _BOOLEAN.match(_DECORATION.sub("", text).strip())
+    if opening:
+        return _BOOLEANS[opening.group(1).lower()]
+    verdict = None
+    for sentence in _SENTENCE_END.split(text):
+        if sentence.rstrip().endswith("?"):
+            continue
+        for negation, word in _ASSERTED.findall(sentence):
+            if negation.lower() == "un":  # "untrue" is not the word true
+                continue
+            value = word.lower() == "true"
+            verdict = "True" if value != bool(negation) else "False"
+    return verdict
 
 
 def extract_direct_answer(text: str, op: str) -> str | None:

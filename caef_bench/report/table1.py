@@ -167,3 +167,25 @@ def write_table1(results: dict, out: str | Path, command: str, notes: list[str] 
     paths[1].write_text(json.dumps({"command": command, "notes": notes or [], "systems": results}, indent=1) + "\n")
     table1_figure(results, paths[2])
     return paths
+
+
+def comparison_lines(results: dict, committed: dict) -> list[str]:
+    """How a run's cells compare with the committed reference table: each cell's accuracy beside the
+    committed one, and whether it falls inside the committed Wilson interval."""
+    lines, inside, total = [], 0, 0
+    for name, result in results.items():
+        reference = committed.get("systems", {}).get(name, {})
+        for cell, stats in result.get("cells", {}).items():
+            ref = reference.get("cells", {}).get(cell)
+            if ref is None:
+                continue
+            total += 1
+            agrees = ref["ci_low"] <= stats["accuracy"] <= ref["ci_high"]
+            inside += agrees
+            if not agrees:
+                lines.append(f"  {name} {cell}: {100 * stats['accuracy']:.1f}% (N={stats['n']}) against the committed "
+                             f"{100 * ref['accuracy']:.1f}% [{100 * ref['ci_low']:.1f}, {100 * ref['ci_high']:.1f}] "
+                             f"(N={ref['n']})")
+    head = (f"compared with the committed table: {inside} of {total} cells inside the committed 95% intervals"
+            + (":" if lines else "") if total else "no cell in common with the committed table")
+    return [head, *lines]

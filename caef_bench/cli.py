@@ -129,11 +129,11 @@ def _device(args: argparse.Namespace) -> str:
 
 
 def _solve(args: argparse.Namespace) -> int:
-    from .machines import parse_expression
+    from .models.limits import check_supported
     from .runtime import Problem, solve_batch
     from .runtime.hf import load_step_model
 
-    parse_expression(args.expr)  # bad input fails here, before a model is loaded
+    check_supported(args.model, args.expr)  # bad input, or operands the tier was not built for, fail here
     model = load_step_model(args.model, args.checkpoints, speculative=not args.no_speculative, device=_device(args))
     record = solve_batch([Problem("cli", args.expr)], model, mode="traced")[0]
     if args.trace:

@@ -23,6 +23,7 @@ from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
 from caef_bench.machines import parse_expression
+from caef_bench.models.limits import check_supported
 
 
 def _device(requested: str | None) -> str:
@@ -76,7 +77,7 @@ class CaefLM(_NoLoglikelihood, LM):
             from caef_bench.runtime.hf import load_step_model
 
             step_model = load_step_model(tier, checkpoints, speculative=_bool_arg(speculative), device=_device(device))
-        self.step_model = step_model
+        self.step_model, self.tier = step_model, tier
         weights = getattr(step_model, "fingerprint", None) or "model"
         self.records = Path(records) / f"{tier}-{weights}" / "lm_eval.jsonl" if records else None
 
@@ -94,6 +95,7 @@ class CaefLM(_NoLoglikelihood, LM):
                 print(f"caef: not an expression, answered with nothing: {expr[:80]!r} ({error})", file=sys.stderr)
                 answers[index] = ""
                 continue
+            check_supported(self.tier, expr)  # beyond the tier's operands: stop before solving anything
             problem = problems.setdefault(problem_id(expr), Problem(problem_id(expr), expr))
             waiting.setdefault(problem.id, []).append(index)
 

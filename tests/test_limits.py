@@ -1,0 +1,76 @@
+"""Operands beyond what a tier was built for are refused at the edge, with the tier and the limit."""
+
+import json
+from pathlib import Path
+
+import pytest
+from lm_eval.api.instance import Instance
+
+from caef_bench.cli import main
+from caef_bench.evaluate.lm_eval_models import CaefLM
+from caef_bench.models.limits import TIER_LIMITS, BeyondTierError, check_supported
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("expr", ["1" * 100 + "+" + "9" * 100 + "=", "9999999999*15=", "149999999985//9999999999=",
+                                  "5" * 100 + "==" + "5" * 100 + "="])
+def test_the_protocols_largest_operands_are_supported(expr):
+    check_supported("tiny", expr)
+
+
+@pytest.mark.parametrize("expr, named", [
+    ("1" * 101 + "+1=", "at most 100 digits (got 101)"),
+    ("1" + "<" + "2" * 110 + "=", "at most 100 digits (got 110)"),
+    ("12345678901*3=", "at most 10 digits"),
+    ("5*16=", "b at most 15"),
+    ("1000//7=", "quotient at most 15 (got 1 digits and quotient 142)"),
+])
+def test_operands_beyond_the_tier_name_the_limit(expr, named):
+    with pytest.raises(BeyondTierError, match="the tiny tier supports") as error:
+        check_supported("tiny", expr)
+    assert named in str(error.value)
+
+
+def test_a_110_digit_solve_exits_2_before_any_model_is_loaded(capsys, tmp_path):
+    # The checkpoints folder does not exist: the limit, not a missing model, is what stops it.
+    code = main(["solve", "1" * 110 + "+" + "2" * 110 + "=", "--checkpoints", str(tmp_path / "nowhere")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert "the tiny tier supports add operands of at most 100 digits (got 110)" in err
+
+
+def test_every_committed_test_set_is_within_the_tiny_tier():
+    for path in sorted((REPO / "tasks" / "data").glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            check_supported("tiny", json.loads(line)["expr"])
+
+
+def test_every_tier_has_limits():
+    from caef_bench.models.loading import TIERS
+
+    assert set(TIERS) == set(TIER_LIMITS)
+
+
+def test_the_caef_lm_eval_model_refuses_before_solving_anything():
+    class NeverCalled:
+        fingerprint = "none"
+
+        def generate(self, prompts, adapter):
+            raise AssertionError("a model call was made for an expression the tier cannot run")
+
+    model = CaefLM(step_model=NeverCalled())
+    requests = [Instance("generate_until", {}, (context, {"until": ["\n"]}), idx=i)
+                for i, context in enumerate(["45+67=", "3" * 120 + "-1="])]
+    with pytest.raises(BeyondTierError, match="at most 100 digits"):
+        model.generate_until(requests)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["solve", "45+67=", "--model", "gpt-7"], "unknown tier 'gpt-7'"),
+    (["solve", "45^67="], "unknown operator"),
+])
+def test_unknown_tier_and_operator_are_one_line_exit_2(capsys, argv, message):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1

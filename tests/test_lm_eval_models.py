@@ -61,3 +61,42 @@ def test_caef_bench_lm_eval_is_lm_evals_cli_with_caef_registered(tmp_path):
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "|caef_add_5|" in run.stdout.replace(" ", "") and "exact_match" in run.stdout
+
+
+class _FingerprintedOracle(MachineModel):
+    """The oracle with adapter fingerprints, as a loaded tier has them."""
+
+    fingerprint = "w1"
+
+    def __init__(self, fingerprints):
+        super().__init__()
+        self.adapter_fingerprints = fingerprints
+
+
+def test_caef_answers_unchanged_adapters_calls_from_the_caef_suites_records(tmp_path):
+    from caef_bench.runtime import Problem, solve_to_file
+    from caef_bench.runtime.reuse import write_weights
+
+    # The caef suite's records for weights w1, under the root's <tier>-<weights>/ folder.
+    adapters = {"aligner_add": "a1", "executor_add": "e1"}
+    suite = tmp_path / "records" / "tiny-w1"
+    suite.mkdir(parents=True)
+    write_weights(suite, "w1", adapters)
+    solve_to_file([Problem("add_5-0000", "45+67=")], MachineModel(), suite / "caef_add_5.jsonl", mode="traced")
+
+    # The executor changed since; the aligner did not: only the executor's calls are generated.
+    model = _FingerprintedOracle({**adapters, "executor_add": "e2"})
+    caef = CaefLM(step_model=model, records=str(tmp_path / "lm"), reuse_steps=str(tmp_path / "records"))
+    assert caef.generate_until(_requests(["45+67="])) == ["112"]
+    assert {adapter for adapter, _ in model.calls} == {"executor_add"}
+    steps = load_records(caef.records)[0].steps
+    assert [s.reused for s in steps if s.adapter == "aligner_add"] == [True, True]
+    assert not any(s.reused for s in steps if s.adapter == "executor_add")
+
+
+def test_caef_without_records_to_reuse_generates_every_call(tmp_path, capsys):
+    model = _FingerprintedOracle({"aligner_add": "a1", "executor_add": "e1"})
+    caef = CaefLM(step_model=model, reuse_steps=str(tmp_path / "nothing-here"))
+    assert caef.generate_until(_requests(["45+67="])) == ["112"]
+    assert "no records to reuse" in capsys.readouterr().err
+    assert {adapter for adapter, _ in model.calls} == {"aligner_add", "executor_add"}

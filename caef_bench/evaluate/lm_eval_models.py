@@ -66,12 +66,16 @@ class CaefLM(_NoLoglikelihood, LM):
     model_args: tier (tiny, smollm2-135m, llama-3.1-8b), checkpoints (an adapter folder), device,
     records (a folder: every problem's traced record is appended to `lm_eval.jsonl` there, and a
     rerun solves only the expressions it does not hold), speculative (default true; false is the
-    paper's loop). All of one call's problems are solved together, batching each step's model
-    calls across problems.
+    paper's loop), reuse_steps (a records folder of `caef-bench run`, or the root holding
+    `<tier>-<weights>/` folders: calls to adapters unchanged since those records are answered from
+    them, as `run --reuse-steps` does, so Table 1's CAEF row costs nothing where the caef suite has
+    already solved the same problems). All of one call's problems are solved together, batching each
+    step's model calls across problems.
     """
 
     def __init__(self, tier: str = "tiny", checkpoints: str | None = None, device: str | None = None,
-                 records: str | None = None, speculative=True, step_model=None, **_lm_eval_options):
+                 records: str | None = None, speculative=True, reuse_steps: str | None = None,
+                 step_model=None, **_lm_eval_options):
         super().__init__()
         if step_model is None:
             from caef_bench.runtime.hf import load_step_model
@@ -80,6 +84,8 @@ class CaefLM(_NoLoglikelihood, LM):
         self.step_model, self.tier = step_model, tier
         weights = getattr(step_model, "fingerprint", None) or "model"
         self.records = Path(records) / f"{tier}-{weights}" / "lm_eval.jsonl" if records else None
+        if reuse_steps:
+            self.step_model = _reusing_steps(step_model, Path(reuse_steps), f"{tier}-{weights}")
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         from caef_bench.runtime import Problem, load_records, solve_batch, solve_to_file
@@ -161,6 +167,22 @@ class CaefDirectLM(_NoLoglikelihood, LM):
                     outputs[index] = text
                     self.cache_hook.add_partial("generate_until", requests[index].args, text)
         return outputs
+
+
+def _reusing_steps(step_model, folder: Path, weights_folder: str):
+    """`step_model` answering the calls of its unchanged adapters from the records under `folder`."""
+    from caef_bench.runtime.reuse import WEIGHTS_FILE, ReusedSteps, read_weights, unchanged_adapters
+
+    if not (folder / WEIGHTS_FILE).is_file():
+        folder = folder / weights_folder  # the root of `caef-bench run`'s records: these weights' own folder
+    if not (folder / WEIGHTS_FILE).is_file():
+        print(f"caef: no records to reuse steps from at {folder}; every call is generated", file=sys.stderr)
+        return step_model
+    unchanged = unchanged_adapters(read_weights(folder)["adapters"], step_model.adapter_fingerprints)
+    files = sorted(folder.glob("*.jsonl"))
+    print(f"caef: calls to {len(unchanged)} unchanged adapters answered from {len(files)} records files in "
+          f"{folder} where they hold the same prompt", file=sys.stderr)
+    return ReusedSteps.from_records(step_model, files, unchanged)
 
 
 def _operator_of_direct_prompt(context: str) -> str:

@@ -168,3 +168,23 @@ def accuracy(records: Iterable[Mapping]) -> dict:
         "ci_low": low,
         "ci_high": high,
     }
+
+
+def fisher_exact(k1: int, n1: int, k2: int, n2: int) -> float:
+    """Two-sided p-value of Fisher's exact test that k1 of n1 and k2 of n2 come from one rate.
+
+    With the margins fixed, k1 follows a hypergeometric law; the p-value sums the probabilities of
+    every table no more likely than the observed one (the usual two-sided rule, as scipy's
+    fisher_exact). Exact integer arithmetic (math.comb) up to the final division.
+    """
+    if not (0 <= k1 <= n1 and 0 <= k2 <= n2):
+        raise ValueError(f"need 0 <= k <= n, got {k1}/{n1} and {k2}/{n2}")
+    successes, total = k1 + k2, n1 + n2
+    if n1 == 0 or n2 == 0 or successes in (0, total):
+        return 1.0
+    weights = {x: math.comb(n1, x) * math.comb(n2, successes - x)
+               for x in range(max(0, successes - n2), min(n1, successes) + 1)}
+    observed = weights[k1]
+    # Ties within a relative 1e-7, as scipy allows, so that tables as likely as the observed one count.
+    as_extreme = sum(w for w in weights.values() if w <= observed * (1 + 1e-7))
+    return min(1.0, as_extreme / math.comb(total, successes))

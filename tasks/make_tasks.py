@@ -27,6 +27,9 @@ VARIANTS = (
     ("caef_table1_direct", "table1_direct", "_direct_template_yaml", "_direct", table1_cells),
     ("caef_table1_chat", "table1_chat", "_chat_template_yaml", "_chat", table1_cells),
     ("caef_repeated", "repeated", "_bare_template_yaml", "", repeated_cells),
+    # The repeated-digit cells in the baselines' own prompts, so every system of baselines/ can run them.
+    ("caef_repeated_direct", "repeated_direct", "_direct_template_yaml", "_direct", repeated_cells),
+    ("caef_repeated_chat", "repeated_chat", "_chat_template_yaml", "_chat", repeated_cells),
 )
 
 

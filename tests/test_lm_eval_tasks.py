@@ -20,6 +20,8 @@ GROUPS = {
     "caef_table1_direct": [f"caef_{cell}_direct" for cell in table1_cells()],
     "caef_table1_chat": [f"caef_{cell}_chat" for cell in table1_cells()],
     "caef_repeated": [f"caef_{cell}" for cell in repeated_cells()],
+    "caef_repeated_direct": [f"caef_{cell}_direct" for cell in repeated_cells()],
+    "caef_repeated_chat": [f"caef_{cell}_chat" for cell in repeated_cells()],
 }
 OFFLINE_ENV = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
 
@@ -59,19 +61,20 @@ def test_groups_hold_their_tasks(loaded):
 def test_docs_are_the_committed_cells(loaded):
     _, result = loaded
     for group, tasks in GROUPS.items():
-        cells = table1_cells() if group != "caef_repeated" else repeated_cells()
+        repeated = group.startswith("caef_repeated")
+        cells = repeated_cells() if repeated else table1_cells()
         for task_name, cell in zip(tasks, cells):
             docs = result["tasks"][task_name].test_docs()
             committed = load_cell(cell)
-            assert len(docs) == len(committed) == (1000 if group != "caef_repeated" else 200)
+            assert len(docs) == len(committed) == (200 if repeated else 1000)
             assert {key: docs[0][key] for key in committed[0]} == committed[0]
 
 
-@pytest.mark.parametrize("cell", table1_cells())
+@pytest.mark.parametrize("cell", [*table1_cells(), "rep_add_100_p2", "rep_eq_10_control"])
 def test_prompts_are_the_protocols(loaded, cell):
     _, result = loaded
     protocol = load_protocol()
-    kind = "comparison" if cell.split("_")[0] in ("gt", "lt", "eq") else "arithmetic"
+    kind = "comparison" if cell.removeprefix("rep_").split("_")[0] in ("gt", "lt", "eq") else "arithmetic"
     expected = {
         f"caef_{cell}": "{expr}",
         f"caef_{cell}_direct": protocol["lora_direct"][kind],

@@ -47,6 +47,19 @@ def test_lm_eval_arguments_fill_placeholders_and_pick_the_groups_tasks(monkeypat
     assert load_systems()["lora-direct-tiny"].task("eq_100") == "caef_eq_100_direct"
 
 
+def test_every_system_has_a_task_for_every_repeated_cell_in_its_own_prompt_style():
+    from caef_bench.data.testsets import TASKS_DIR, repeated_cells
+
+    folders = {"caef_table1": "repeated", "caef_table1_direct": "repeated_direct", "caef_table1_chat": "repeated_chat"}
+    for system in load_systems().values():
+        for cell in repeated_cells():
+            task = system.task(cell)
+            path = TASKS_DIR / folders[system.tasks] / f"{task}.yaml"
+            assert path.is_file(), (system.name, cell, path)
+            assert f"task: {task}\n" in path.read_text() and f"cell: {cell}\n" in path.read_text()
+    assert load_systems()["smollm2-135m-instruct"].task("rep_sub_50_p3") == "caef_rep_sub_50_p3_chat"
+
+
 def test_a_malformed_system_file_is_refused_with_its_path(tmp_path):
     (tmp_path / "bad.yaml").write_text("name: x\nmodel: hf\ntasks: caef_table1\nsize: 3\n")
     with pytest.raises(ValueError, match=r"bad.yaml: unknown field\(s\) size"):

@@ -42,7 +42,9 @@ class System:
     path: Path | None = None
 
     def task(self, cell: str) -> str:
-        """The lm-eval task of one test cell in this system's group: add_100 -> caef_add_100_chat."""
+        """The lm-eval task of one test cell in this system's prompt style: add_100 -> caef_add_100_chat; a
+        repeated-digit cell goes to the same style's repeated group (caef_repeated, caef_repeated_direct,
+        caef_repeated_chat): rep_add_10_p1 -> caef_rep_add_10_p1_chat."""
         return f"caef_{cell}{TASK_GROUPS[self.tasks]}"
 
     def unavailable(self) -> str | None:

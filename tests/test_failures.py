@@ -16,8 +16,7 @@ from caef_bench.evaluate.failures import (
 )
 from caef_bench.evaluate.scoring import fisher_exact
 from caef_bench.machines import run
-from caef_bench.runtime import Problem, solve_batch
-from caef_bench.runtime.oracle import OracleModel
+from caef_bench.runtime import Problem, reference_steps, solve_batch
 
 # 4848484842 + 9393939395: both operands repeat a two-digit unit (tape order |2|4|8|4|8…, |5|9|3|9|3…)
 ADD = run("add", 4848484842, 9393939395)
@@ -161,18 +160,25 @@ def test_aligner_output_fields():
 # --------------------------------------------------------------------------- records and answers
 
 
-class _Miscopying(OracleModel):
-    """The machines, except that aligner (I) writes b's tape with one unit of its pattern fewer."""
+class _Scripted:
+    """Answers each prompt of a correct run of `expr` as the machine does (runtime.reference_steps), except
+    that aligner (I)'s output goes through `edit`; a prompt off that run gets the empty (unparseable) text."""
+
+    def __init__(self, expr, edit=lambda text: text):
+        self.answers = {(step.adapter, step.input): step.output for step in reference_steps(expr)}
+        self.edit = edit
 
     def generate(self, prompts, adapter):
-        outputs = super().generate(prompts, adapter)
+        outputs = [self.answers.get((adapter, prompt), "") for prompt in prompts]
         if adapter.startswith("aligner") and prompts[0].endswith("="):
-            return [text.replace("|5|9|3|9|3|9|3|9|3|9", "|5|9|3|9|3|9|3|9") for text in outputs]
+            return [self.edit(text) for text in outputs]
         return outputs
 
 
 def test_a_traced_record_is_classified_at_its_first_divergence():
-    record = solve_batch([Problem("p", "4848484842+9393939395=")], _Miscopying(strict=False), mode="traced")[0]
+    expr = "4848484842+9393939395="
+    miscopying = _Scripted(expr, lambda text: text.replace("|5|9|3|9|3|9|3|9|3|9", "|5|9|3|9|3|9|3|9"))
+    record = solve_batch([Problem("p", expr)], miscopying, mode="traced")[0]
     assert not record.correct
     failure = classify_record(record)
     assert (failure.where, failure.what, failure.step, failure.depth) == ("aligner (I)", "missing_repetition", 0, 0)
@@ -181,7 +187,7 @@ def test_a_traced_record_is_classified_at_its_first_divergence():
 
 
 def test_a_right_run_is_no_failure_and_a_stopped_run_names_the_run():
-    record = solve_batch([Problem("p", "45+67=")], OracleModel(), mode="traced")[0]
+    record = solve_batch([Problem("p", "45+67=")], _Scripted("45+67="), mode="traced")[0]
     assert classify_record(record) is None
     stopped = {"first_divergence": None, "correct": False, "outcome": "no_halt", "detail": "no halt state after 9 steps",
                "truth": "112", "expr": "45+67=", "answer": None}

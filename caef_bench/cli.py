@@ -163,6 +163,8 @@ def _run(args: argparse.Namespace) -> int:
         raise ValueError(f"unknown suite {args.suite!r}; expected one of {', '.join(SUITES)}")
     if args.suite == "table1":
         return _run_table1(args)
+    if args.suite == "repeated":
+        return _run_repeated(args)
     cells = args.cells.split(",") if args.cells else default_cells()
     unknown = [c for c in cells if c not in default_cells()]
     if unknown:
@@ -253,7 +255,7 @@ def _run_table1(args: argparse.Namespace) -> int:
     if unknown:
         raise ValueError(f"unknown system(s) {', '.join(unknown)}; systems in baselines/: {', '.join(systems)}")
     cells = args.cells.split(",") if args.cells else None
-    results = run_table1([systems[name] for name in chosen], cells, args.limit, Path(args.work),
+    results = run_table1([systems[name] for name in chosen], cells, args.limit, Path(args.work or "work/table1"),
                          progress=lambda line: print(line, file=sys.stderr, flush=True))
     notes = direct_training_notes(results, systems)
     for path in write_table1(results, args.out, args.command_line, notes):
@@ -263,6 +265,85 @@ def _run_table1(args: argparse.Namespace) -> int:
         from .report.table1 import comparison_lines
 
         print("\n".join(comparison_lines(results, json.loads(committed.read_text()))))
+    return 0
+
+
+def _system_limits(text: str | None, known) -> dict[str, int]:
+    """'caef-tiny=10,lora-direct-tiny=50' -> {name: N}."""
+    limits = {}
+    for item in (i for i in (text or "").split(",") if i):
+        name, equals, value = item.partition("=")
+        if not equals or not value.isdigit() or name not in known:
+            raise ValueError(f"--limits takes SYSTEM=N,... with systems of baselines/ ({', '.join(known)}), not {item!r}")
+        limits[name] = int(value)
+    return limits
+
+
+def _run_repeated(args: argparse.Namespace) -> int:
+    """The repeated-digit failure analysis (issue 23): CAEF traced through the runtime, the other systems
+    through lm-eval, and the one-step stress; results/failure_analysis.* (default results/local/)."""
+    import time
+    from pathlib import Path
+
+    from .evaluate.repeated import run_baseline_repeated, run_caef_repeated, run_onestep_repeated, select_cells
+    from .evaluate.systems import load_systems
+    from .report.failures import write_failure_analysis
+    from .runtime.hf import load_step_model
+    from .runtime.reuse import write_weights
+
+    systems = load_systems()
+    chosen = args.systems.split(",") if args.systems else list(systems)
+    unknown = [name for name in chosen if name not in systems]
+    if unknown:
+        raise ValueError(f"unknown system(s) {', '.join(unknown)}; systems in baselines/: {', '.join(systems)}")
+    limits = _system_limits(args.limits, systems)
+    cells = select_cells(args.cells)
+    work = Path(args.work or "work/repeated")
+    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    started = time.perf_counter()
+    results = {"command": args.command_line, "tier": args.model, "checkpoints": args.checkpoints, "seed": args.seed,
+               "onestep_per_cell": args.onestep_per_cell, "cells": cells, "systems": {}}
+    step_model = None
+    for name in chosen:
+        system = systems[name]
+        limit = limits.get(name, args.limit if args.limit is not None else system.limit)
+        base = {"kind": "caef" if system.model == "caef" else "lm-eval", "paper_row": system.paper_row,
+                "description": system.description, "limit": limit}
+        reason = system.unavailable()
+        if reason:
+            say(f"{name}: skipped, {reason}")
+            results["systems"][name] = {**base, "skipped": reason}
+            continue
+        if system.model == "caef":
+            # CAEF runs through the runtime itself, traced, so every failure has its first divergence.
+            tier = system.resolved_model_args().get("tier", args.model)
+            step_model = step_model or load_step_model(tier, args.checkpoints, speculative=not args.no_speculative,
+                                                       device=_device(args))
+            records = Path(args.records or f"work/records/{tier}-{step_model.fingerprint}")
+            records.mkdir(parents=True, exist_ok=True)
+            write_weights(records, step_model.fingerprint, step_model.adapter_fingerprints)
+            results.update(tier=tier, weights=step_model.fingerprint, adapters=step_model.adapter_fingerprints,
+                           records=str(records))
+            say(f"{name}: {len(cells)} cells, {limit or 'all'} problems each, traced (records: {records}/)")
+            cells_done = run_caef_repeated(step_model, cells, limit, records, progress=lambda cell, r: say(
+                f"  {cell}: {r['end_to_end']['n'] - r['end_to_end']['correct']}/{r['end_to_end']['n']} wrong"))
+            results["systems"][name] = {**base, "records": str(records), "cells": cells_done}
+        else:
+            results["systems"][name] = {**base, **run_baseline_repeated(system, cells, limit, work, say)}
+    if args.onestep_per_cell:
+        if step_model is None:
+            step_model = load_step_model(args.model, args.checkpoints, device=_device(args))
+            results.update(weights=step_model.fingerprint, adapters=step_model.adapter_fingerprints)
+        store = work / f"onestep-{step_model.fingerprint}.json"
+        say(f"one-step stress: {args.onestep_per_cell} cases per adapter and cell (kept in {store})")
+        results["onestep"] = run_onestep_repeated(step_model, cells, args.onestep_per_cell, args.seed, store,
+                                                  progress=lambda key, r: say(f"  {key}: " + ", ".join(
+                                                      f"{c} {v['errors']}/{v['n']} wrong" for c, v in r.items())))
+    results.setdefault("weights", None)
+    results.setdefault("records", None)
+    results["seconds"] = round(time.perf_counter() - started, 1)
+    for path in write_failure_analysis(results, args.out):
+        print(f"wrote {path}")
     return 0
 
 
@@ -460,14 +541,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run a suite and write results/*.md and .json")
     run.add_argument("--suite", required=True,
-                     help="table1 (every system of baselines/ through lm-eval), table2 (components) or caef "
-                          "(Table 1's CAEF rows, traced)")
+                     help="table1 (every system of baselines/ through lm-eval), table2 (components), caef "
+                          "(Table 1's CAEF rows, traced) or repeated (the repeated-digit failure analysis)")
     run.add_argument("--systems", help="table1: comma-separated system names from baselines/ (default all)")
-    run.add_argument("--work", default="work/table1",
-                     help="table1: lm-eval's outputs and request caches per system; reruns resume from them")
+    run.add_argument("--work",
+                     help="table1, repeated: lm-eval's outputs and request caches per system (default work/table1, "
+                          "work/repeated; also the repeated suite's one-step results); reruns resume from them")
+    run.add_argument("--limits", metavar="SYSTEM=N,...",
+                     help="repeated: problems per cell for named systems (the others: --limit, else the system's own)")
+    run.add_argument("--onestep-per-cell", type=int, default=20,
+                     help="repeated: one-step cases per adapter and cell (default 20; 0: no one-step stress)")
+    run.add_argument("--seed", type=int, default=0, help="repeated: the one-step cases' draw (default 0)")
     run.add_argument("--model", default="tiny")
     run.add_argument("--checkpoints", help="adapter folder to use instead of the tier's")
-    run.add_argument("--cells", help="comma-separated test cells (default: all 22 of Table 1)")
+    run.add_argument("--cells", help="comma-separated test cells (default: all 22 of Table 1; repeated: all 75 "
+                                     "rep_<op>_<n>_<pattern> cells, shell patterns such as 'rep_add_*' allowed)")
     run.add_argument("--limit", type=int, help="first N problems per cell")
     run.add_argument("--out", default="results/local",
                      help="where the tables go (default results/local: the committed results/ stay as they are)")

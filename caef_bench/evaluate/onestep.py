@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from caef_bench.data.testsets import load_cell, named_rng, render_expr, solve
+from caef_bench.data.testsets import load_cell, named_rng, render_expr, repeated_cells, solve
 from caef_bench.data.training import nines_on_top
 from caef_bench.evaluate.scoring import accuracy
 from caef_bench.machines import run
@@ -37,6 +37,14 @@ def cells_for(op: str, kind: str = "executor") -> list[str]:
     if kind == "executor" and op in TOP_NINES_EXECUTORS:
         cells += [f"{TOP_NINES}_{n}" for n in LENGTH_CELLS]
     return cells
+
+
+def repeated_cells_for(op: str) -> list[str]:
+    """The repeated-digit family (issue 23): the rep_<op>_<n>_<pattern> cells whose problems call this
+    adapter (REFLECTION's and LEFT_MASK's are SUB's), controls included. executor_cases and aligner_cases
+    draw from them as from Table 1's cells."""
+    source = "sub" if op in SUB_CALLEES else op
+    return [cell for cell in repeated_cells() if cell.split("_")[1] == source]
 
 
 def top_nines_cases(op: str, cell: str, n: int, seed: int = 0) -> list[tuple[str, str]]:
@@ -86,7 +94,7 @@ def aligner_cases(op: str, cell: str, n: int, seed: int = 0) -> list[tuple[str, 
 
 
 def score_cases(generate: Callable[[list[str], list[int], list[str]], list[str]], cases: list[tuple[str, str]],
-                count_tokens: Callable[[str], int]) -> dict:
+                count_tokens: Callable[[str], int], keep: int | None = 5) -> dict:
     """Exact match of generate(prompts, limits, drafts) against the expected texts, with a Wilson interval.
 
     Each case may generate one token more than its expected completion (a longer output is wrong
@@ -97,4 +105,4 @@ def score_cases(generate: Callable[[list[str], list[int], list[str]], list[str]]
     outputs = generate([prompt for prompt, _ in cases], [count_tokens(text) + 1 for text in expected], expected)
     records = [{"correct": got == expected} for (_, expected), got in zip(cases, outputs)]
     failures = [{"prompt": p, "expected": e, "got": g} for (p, e), g in zip(cases, outputs) if g != e]
-    return {**accuracy(records), "failures": failures[:5]}
+    return {**accuracy(records), "failures": failures[:keep]}  # keep=None: every failure

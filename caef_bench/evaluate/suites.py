@@ -18,7 +18,9 @@ from caef_bench.runtime.hf import RoutedModel
 from caef_bench.runtime.reuse import ReusedSteps
 from caef_bench.runtime.stubs import MachineModel
 
-SUITES = ("table2", "caef", "table1")  # table1: every system of baselines/ through lm-eval (evaluate.table1)
+# table1: every system of baselines/ through lm-eval (evaluate.table1); repeated: the repeated-digit
+# failure analysis (evaluate.repeated)
+SUITES = ("table2", "caef", "table1", "repeated")
 
 
 def cell_problems(cell: str, limit: int | None) -> list[dict]:

@@ -69,20 +69,22 @@ class HFStepModel:
         """The codec an adapter runs with: the ids it was trained with."""
         return self.codecs.get(adapter, self.codec)
 
-    def generate(self, prompts: list[str], adapter: str) -> list[Completion]:
+    def generate(self, prompts: list[str], adapter: str, limits: list[int] | None = None) -> list[Completion]:
+        """One greedy completion per prompt; `limits` caps each one's tokens (default: room for a next state,
+        `_limit`), as one-step checks do, where anything past the expected length is wrong anyway."""
         self._activate(adapter)
         codec = self.codec_for(adapter)
         prompt_ids = [codec.prompt_ids(p) for p in prompts]
+        limits = limits if limits is not None else [self._limit(ids) for ids in prompt_ids]
         if not self.speculative:
             outputs = []
-            for ids in prompt_ids:  # the paper's loop: one decode per step, token by token
-                completion = greedy_ids(self.model, [ids], codec, self._limit(ids))[0]
+            for ids, limit in zip(prompt_ids, limits):  # the paper's loop: one decode per step, token by token
+                completion = greedy_ids(self.model, [ids], codec, limit)[0]
                 self.stats.add(adapter, len(completion) + 1, len(completion))
                 outputs.append(Completion(codec.decode(completion), len(completion)))
             return outputs
         drafts = self.drafter.generate(prompts, adapter)
         draft_ids = [codec.completion_ids(draft or prompt.rstrip("\n"))[:-1] for prompt, draft in zip(prompts, drafts)]
-        limits = [self._limit(ids) for ids in prompt_ids]
         checked = self._verify(codec, prompt_ids, draft_ids, limits)
         outputs = []
         for ids, draft, limit, (exact, tokens) in zip(prompt_ids, draft_ids, limits, checked):

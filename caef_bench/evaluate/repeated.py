@@ -1,0 +1,195 @@
+"""The repeated-digit suite behind `caef-bench run --suite repeated` (issue 23).
+
+Three measurements on the repeated-digit test sets (`rep_<op>_<n>_<p1|p2|p3|mixed|control>`):
+- CAEF end to end, traced, through the runtime (`suites.run_caef`: one records file per cell under
+  the weights' records folder, so a rerun resumes and a larger --limit solves only the new problems);
+  each failed run is classified at its first divergence (`failures.classify_record`).
+- every other system of baselines/ through lm-eval (`table1.run_system`: its own work folder and
+  request cache, a cell whose samples are complete is not run again), on the repeated cells in the
+  system's own prompt style (caef_repeated, caef_repeated_direct, caef_repeated_chat); each wrong
+  answer classified from the answer alone (`failures.classify_answer`).
+- one-step stress: each executor and aligner on single transitions drawn from the repeated-digit
+  problems, the random controls included (`onestep.repeated_cells_for`), so that a copying error
+  shows where an end-to-end run never reaches the step (its aligner (I) failed first) or gets past it.
+  Results are kept per adapter and cell in a JSON file beside the records: a rerun measures only what
+  is missing.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from pathlib import Path
+
+from caef_bench.data.testsets import load_cell, repeated_cells
+from caef_bench.evaluate.failures import classify_answer, classify_record, classify_step, mark_difference
+from caef_bench.evaluate.onestep import SUB_CALLEES, aligner_cases, executor_cases, repeated_cells_for, score_cases
+from caef_bench.evaluate.scoring import extract_answer, wilson_interval
+from caef_bench.evaluate.suites import cell_problems, run_caef
+from caef_bench.evaluate.systems import System
+from caef_bench.evaluate.table1 import read_samples, reply_text, run_system
+from caef_bench.runtime import load_records
+
+CONTROL = "control"
+STYLE_OF_GROUP = {"caef_table1": "bare", "caef_table1_direct": "direct", "caef_table1_chat": "chat"}
+EXAMPLE_CONTEXT = 20  # characters kept either side of a failure's difference in the results
+
+
+def select_cells(patterns: str | None) -> list[str]:
+    """Repeated-digit cells by name or shell pattern ('rep_add_*,rep_gt_10_p1'); all 75 by default."""
+    every = repeated_cells()
+    if not patterns:
+        return every
+    chosen = []
+    for pattern in (p for p in patterns.split(",") if p):
+        matched = fnmatch.filter(every, pattern)
+        if not matched:
+            raise ValueError(f"no repeated-digit cell matches {pattern!r} (cells: rep_<op>_<n>_<pattern>, "
+                             f"e.g. rep_add_10_p1)")
+        chosen += [cell for cell in matched if cell not in chosen]
+    return [cell for cell in every if cell in chosen]  # in the test sets' order
+
+
+def cell_parts(cell: str) -> tuple[str, int, str]:
+    """'rep_add_10_p1' -> ('add', 10, 'p1')."""
+    _, op, n, pattern = cell.split("_")
+    return op, int(n), pattern
+
+
+def control_of(cell: str) -> str:
+    op, n, _ = cell_parts(cell)
+    return f"rep_{op}_{n}_{CONTROL}"
+
+
+def _failure_entry(problem: dict, failure) -> dict:
+    """A failure as the results keep it: the problem, and the differing field cut around the difference."""
+    entry = {"id": problem["id"], "expr": problem["expr"], "period": problem.get("period"), **failure.to_dict()}
+    entry["expected"], entry["got"] = mark_difference(failure.expected, failure.got, EXAMPLE_CONTEXT)
+    return entry
+
+
+# --------------------------------------------------------------------------- CAEF end to end
+
+
+def run_caef_repeated(model, cells: list[str], limit: int | None, records_dir: Path, progress=None) -> dict:
+    """CAEF traced on every cell (resumable records), each cell's failures classified."""
+    summaries = run_caef(model, cells, limit, records_dir, progress)
+    results = {}
+    for cell in cells:
+        problems = {p["id"]: p for p in cell_problems(cell, limit)}
+        records = [r for r in load_records(records_dir / f"caef_{cell}.jsonl") if r.id in problems]
+        failures = []
+        for record in records:
+            failure = classify_record(record)
+            if failure is not None:
+                failures.append(_failure_entry(problems[record.id], failure))
+        summary = summaries[cell]
+        results[cell] = {"n": summary["end_to_end"]["n"],
+                         "answer_errors": summary["end_to_end"]["n"] - summary["end_to_end"]["correct"],
+                         "trace_errors": summary["exact trace"]["n"] - summary["exact trace"]["correct"],
+                         "outcomes": summary["outcomes"], "resumed": summary["resumed"], "failures": failures}
+    return results
+
+
+# --------------------------------------------------------------------------- baselines through lm-eval
+
+
+def run_baseline_repeated(system: System, cells: list[str], limit: int | None, work: Path, progress=print) -> dict:
+    """One system of baselines/ on the repeated cells through lm-eval (resumable), each wrong answer classified."""
+    ran = run_system(system, cells, limit, work, progress)
+    samples = read_samples(work / system.name, system, cells)
+    style = STYLE_OF_GROUP[system.tasks]
+    results = {}
+    for cell in cells:
+        failures = []
+        for sample in samples[cell]:
+            if sample["exact_match"]:
+                continue
+            doc = sample["doc"]
+            answer = extract_answer(reply_text(sample), doc["op"], style)
+            failure = classify_answer(doc["expr"], doc["answer"], answer)
+            if failure is None:  # the scorer and the classifier read the answer alike; keep the count honest
+                failure = classify_answer(doc["expr"], doc["answer"], "")
+            failures.append(_failure_entry(doc, failure))
+        stats = ran["cells"][cell]
+        results[cell] = {"n": stats["n"], "answer_errors": stats["n"] - stats["correct"], "failures": failures}
+    return {"command": ran["command"], "limit": ran["limit"], "style": style, "cells": results}
+
+
+# --------------------------------------------------------------------------- one-step stress
+
+
+def onestep_adapters(cell: str) -> list[tuple[str, str]]:
+    """(kind, op) of every adapter a cell's problems call: its executor (SUB's callees too) and its aligner."""
+    op, _, _ = cell_parts(cell)
+    executors = [op, *SUB_CALLEES] if op == "sub" else [op]
+    return [("executor", name) for name in executors if cell in repeated_cells_for(name)] + [("aligner", op)]
+
+
+def _direction(prompt: str) -> str:
+    """An aligner case's direction: an expression prompt ('45+67=') is (I), a halt state (O)."""
+    return "I" if prompt.endswith("=") and "\n" not in prompt else "O"
+
+
+def onestep_component(kind: str, op: str, direction: str | None = None) -> str:
+    """'executor_add', 'aligner_add (I)', 'aligner_add (O)'."""
+    return f"{kind}_{op}" + (f" ({direction})" if kind == "aligner" else "")
+
+
+def measure_onestep(step_model, kind: str, op: str, cell: str, per_cell: int, seed: int) -> dict:
+    """Exact match of one adapter's single steps on one cell, split by direction for an aligner, with
+    every failure classified."""
+    adapter = f"{kind}_{op}"
+    cases = (executor_cases if kind == "executor" else aligner_cases)(op, cell, per_cell, seed)
+    codec = step_model.codec_for(adapter)
+
+    def generate(prompts, limits, drafts):  # drafts: the model's drafter proposes the machine's step itself
+        return [completion.text for completion in step_model.generate(prompts, adapter, limits)]
+
+    groups: dict[str, list] = {}
+    for case in cases:
+        groups.setdefault(onestep_component(kind, op, _direction(case[0]) if kind == "aligner" else None), []).append(case)
+    problems = {p["expr"]: p for p in load_cell(cell)}
+    results = {}
+    for component, group in groups.items():
+        scored = score_cases(generate, group, lambda text: len(codec.completion_ids(text)), keep=None)
+        direction = component[-2] if kind == "aligner" else None
+        failures = []
+        for wrong in scored["failures"]:
+            failure = classify_step(adapter, wrong["expected"], wrong["got"], direction)
+            # An aligner case names its problem (its expression); an executor's transition does not.
+            expr = {"I": wrong["prompt"], "O": wrong["expected"].rpartition("=")[0] + "="}.get(direction)
+            problem = problems.get(expr) or {"id": "", "expr": f"(a step of {cell})", "period": None}
+            failures.append(_failure_entry(problem, failure))
+        results[component] = {**{k: scored[k] for k in ("n", "correct")}, "errors": scored["n"] - scored["correct"],
+                              "failures": failures}
+    return results
+
+
+def run_onestep_repeated(step_model, cells: list[str], per_cell: int, seed: int, store: Path, progress=None) -> dict:
+    """{component: {cell: result}} for every adapter of every cell; `store` keeps what was measured
+    (per weights, N and seed), so a rerun measures only the missing (adapter, cell) pairs."""
+    settings = {"weights": step_model.fingerprint, "per_cell": per_cell, "seed": seed}
+    kept = json.loads(store.read_text()) if store.is_file() else {}
+    measured = kept.get("measured", {}) if all(kept.get(k) == v for k, v in settings.items()) else {}
+    for cell in cells:
+        for kind, op in onestep_adapters(cell):
+            key = f"{kind}_{op}|{cell}"
+            if key not in measured:
+                measured[key] = measure_onestep(step_model, kind, op, cell, per_cell, seed)
+                store.parent.mkdir(parents=True, exist_ok=True)
+                store.write_text(json.dumps({**settings, "measured": measured}) + "\n")
+            if progress:
+                progress(key, measured[key])
+    results: dict[str, dict] = {}
+    for cell in cells:
+        for kind, op in onestep_adapters(cell):
+            for component, result in measured[f"{kind}_{op}|{cell}"].items():
+                results.setdefault(component, {})[cell] = result
+    return results
+
+
+def error_rate(errors: int, n: int) -> dict:
+    """k errors of n with the Wilson 95% interval of the error rate."""
+    low, high = wilson_interval(errors, n)
+    return {"n": n, "errors": errors, "rate": errors / n if n else 0.0, "ci_low": low, "ci_high": high}

@@ -1,0 +1,64 @@
+"""The repeated-digit suite's cell selection and its report (results/failure_analysis.*), on results made
+up here: the tables and the findings must follow the numbers, whichever way they point."""
+
+import json
+
+import pytest
+
+from caef_bench.evaluate.repeated import cell_parts, control_of, onestep_adapters, select_cells
+from caef_bench.report.failures import comparison, findings, write_failure_analysis
+
+
+def test_cells_by_name_and_pattern():
+    assert select_cells("rep_add_10_p1") == ["rep_add_10_p1"]
+    assert select_cells("rep_gt_*_control") == ["rep_gt_10_control", "rep_gt_50_control", "rep_gt_100_control"]
+    assert len(select_cells(None)) == 75
+    with pytest.raises(ValueError, match="no repeated-digit cell matches"):
+        select_cells("add_10")
+    assert cell_parts("rep_sub_100_mixed") == ("sub", 100, "mixed")
+    assert control_of("rep_sub_100_mixed") == "rep_sub_100_control"
+
+
+def test_each_cell_stresses_the_adapters_its_problems_call():
+    assert onestep_adapters("rep_add_50_p2") == [("executor", "add"), ("aligner", "add")]
+    assert onestep_adapters("rep_sub_10_control") == [("executor", "sub"), ("executor", "reflection"),
+                                                      ("executor", "left_mask"), ("aligner", "sub")]
+
+
+def _failure(what, where="aligner (I)"):
+    return {"id": "x-0001", "expr": "1+1=", "period": 1, "where": where, "what": what,
+            "expected": "⟦1⟧", "got": "⟦⟧"}
+
+
+def _results(pattern_errors: int, control_errors: int, n: int = 40) -> dict:
+    cells = {}
+    for cell, errors in (("rep_add_10_p1", pattern_errors), ("rep_add_10_control", control_errors)):
+        cells[cell] = {"n": n, "answer_errors": errors, "trace_errors": errors, "resumed": 0,
+                       "failures": [_failure("missing_repetition" if "p1" in cell else "wrong_digit")] * errors}
+    onestep = {"executor_add": {"rep_add_10_p1": {"n": 20, "correct": 20, "errors": 0, "failures": []},
+                                "rep_add_10_control": {"n": 20, "correct": 20, "errors": 0, "failures": []}}}
+    return {"command": "caef-bench run --suite repeated", "tier": "tiny", "checkpoints": None, "weights": "abc",
+            "records": "work/records/tiny-abc", "seed": 0, "onestep_per_cell": 20, "seconds": 1.0,
+            "cells": list(cells), "onestep": onestep,
+            "systems": {"caef-tiny": {"kind": "caef", "limit": n, "cells": cells},
+                        "gpt-4o": {"kind": "lm-eval", "limit": 10, "skipped": "needs OPENAI_API_KEY set"}}}
+
+
+def test_findings_follow_the_numbers():
+    worse = findings(_results(30, 2))[0]
+    assert "repeated digits cause more errors" in worse and "30/40" in worse and "2/40" in worse
+    assert "Extra or missing repetitions of the pattern (the paper's description): 30 of 30" in worse
+    assert "no difference this N can show" in findings(_results(3, 2))[0]
+    assert "reversed" in findings(_results(0, 12))[0]
+    row = comparison(_results(30, 2)["systems"]["caef-tiny"]["cells"])[0]
+    assert (row["rate"]["errors"], row["control"]["errors"]) == (30, 2) and row["p"] < 1e-6
+
+
+def test_the_report_files(tmp_path):
+    paths = write_failure_analysis(_results(30, 2), tmp_path)
+    markdown = paths[0].read_text()
+    assert "`caef-bench run --suite repeated`" in markdown and "weights `abc`" in markdown
+    assert "Not run here: `gpt-4o` (needs OPENAI_API_KEY set)" in markdown
+    assert "**missing_repetition**" in markdown and "**wrong_digit**" in markdown
+    assert json.loads(paths[1].read_text())["systems"]["caef-tiny"]["cells"]["rep_add_10_p1"]["answer_errors"] == 30
+    assert paths[2].stat().st_size > 10_000  # the figure

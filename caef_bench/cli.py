@@ -338,7 +338,7 @@ def _run_repeated(args: argparse.Namespace) -> int:
         say(f"one-step stress: {args.onestep_per_cell} cases per adapter and cell (kept in {store})")
         results["onestep"] = run_onestep_repeated(step_model, cells, args.onestep_per_cell, args.seed, store,
                                                   progress=lambda key, r: say(f"  {key}: " + ", ".join(
-                                                      f"{c} {v['errors']}/{v['n']} wrong" for c, v in r.items())))
+                                                      f"{c} {v['n'] - v['correct']}/{v['n']} wrong" for c, v in r.items())))
     results.setdefault("weights", None)
     results.setdefault("records", None)
     results["seconds"] = round(time.perf_counter() - started, 1)

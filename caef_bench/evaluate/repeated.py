@@ -137,8 +137,8 @@ def onestep_component(kind: str, op: str, direction: str | None = None) -> str:
 
 
 def measure_onestep(step_model, kind: str, op: str, cell: str, per_cell: int, seed: int) -> dict:
-    """Exact match of one adapter's single steps on one cell, split by direction for an aligner, with
-    every failure classified."""
+    """Exact match of one adapter's single steps on one cell, split by direction for an aligner; the wrong
+    outputs kept whole (prompt, expected, got), to be classified when the results are read."""
     adapter = f"{kind}_{op}"
     cases = (executor_cases if kind == "executor" else aligner_cases)(op, cell, per_cell, seed)
     codec = step_model.codec_for(adapter)
@@ -149,21 +149,27 @@ def measure_onestep(step_model, kind: str, op: str, cell: str, per_cell: int, se
     groups: dict[str, list] = {}
     for case in cases:
         groups.setdefault(onestep_component(kind, op, _direction(case[0]) if kind == "aligner" else None), []).append(case)
-    problems = {p["expr"]: p for p in load_cell(cell)}
     results = {}
     for component, group in groups.items():
         scored = score_cases(generate, group, lambda text: len(codec.completion_ids(text)), keep=None)
-        direction = component[-2] if kind == "aligner" else None
-        failures = []
-        for wrong in scored["failures"]:
-            failure = classify_step(adapter, wrong["expected"], wrong["got"], direction)
-            # An aligner case names its problem (its expression); an executor's transition does not.
-            expr = {"I": wrong["prompt"], "O": wrong["expected"].rpartition("=")[0] + "="}.get(direction)
-            problem = problems.get(expr) or {"id": "", "expr": f"(a step of {cell})", "period": None}
-            failures.append(_failure_entry(problem, failure))
-        results[component] = {**{k: scored[k] for k in ("n", "correct")}, "errors": scored["n"] - scored["correct"],
-                              "failures": failures}
+        results[component] = {"n": scored["n"], "correct": scored["correct"], "wrong": scored["failures"]}
     return results
+
+
+def classify_onestep(component: str, cell: str, measured: dict) -> dict:
+    """One component's measurement on one cell with every wrong output classified (`failures.classify_step`)."""
+    adapter, _, direction = component.partition(" (")
+    direction = direction.rstrip(")") or None
+    problems = {p["expr"]: p for p in load_cell(cell)}
+    failures = []
+    for wrong in measured["wrong"]:
+        failure = classify_step(adapter, wrong["expected"], wrong["got"], direction)
+        # An aligner case names its problem (its expression); an executor's transition does not.
+        expr = {"I": wrong["prompt"], "O": wrong["expected"].rpartition("=")[0] + "="}.get(direction)
+        problem = problems.get(expr) or {"id": "", "expr": f"(a step of {cell})", "period": None}
+        failures.append(_failure_entry(problem, failure))
+    return {"n": measured["n"], "correct": measured["correct"], "errors": measured["n"] - measured["correct"],
+            "failures": failures}
 
 
 def run_onestep_repeated(step_model, cells: list[str], per_cell: int, seed: int, store: Path, progress=None) -> dict:
@@ -185,7 +191,7 @@ def run_onestep_repeated(step_model, cells: list[str], per_cell: int, seed: int,
     for cell in cells:
         for kind, op in onestep_adapters(cell):
             for component, result in measured[f"{kind}_{op}|{cell}"].items():
-                results.setdefault(component, {})[cell] = result
+                results.setdefault(component, {})[cell] = classify_onestep(component, cell, result)
     return results
 
 

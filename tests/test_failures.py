@@ -43,6 +43,12 @@ def test_every_class_is_named_once():
     ("4772", "47772", "duplicated_digit", 3, None),               # two 7s are no run of a single digit
     ("47772", "477772", "extra_repetition", 4, 1),                # three are
     ("484842", "48484848484842", "extra_repetition", 5, 4),       # four units at once
+    # a run going on over the digits after it, the length kept (tape order: random digits, then the run)
+    ("887091489959309717778888", "887091488888888888888888", "pattern_overwrite", 8, None),
+    ("1999999993", "9999999993", "pattern_overwrite", 0, None),    # the run started one digit early
+    ("1999999993", "5999999993", "wrong_digit", 0, None),
+    ("4949494949494949494949497", "494949494949497", "missing_repetition", 14, 5),
+    ("4949494949494949494949497", "49494949494949", "truncated", 14, None),  # the run cut, its top digit too
 ])
 def test_sequences(expected, got, what, position, units):
     found = classify_sequence(expected, got)
@@ -134,7 +140,13 @@ def test_comparison_verdict():
 def test_unparseable_text_is_malformed_unless_digit_cells_explain_it():
     garbage = "ADD, q0, [HEAD1] , [HEAD2] [C] [C],, [HEAD1]  |2"
     failure = classify_step("aligner_add", ADD_START, garbage, direction="I")
-    assert (failure.where, failure.what, failure.tape) == ("aligner (I)", "malformed", "text")
+    assert (failure.where, failure.what, failure.tape, failure.position) == ("aligner (I)", "malformed", "HEAD1", 0)
+    # the text departs in b's tape, at its fourth cell
+    broken = ADD_START.replace("|5|9|3|9|3|9", "|5|9|3|9, [C] [C]")
+    failure = classify_step("aligner_add", ADD_START, broken, direction="I")
+    assert (failure.what, failure.tape, failure.position) == ("malformed", "HEAD2", 4)
+    broken = ADD_START.replace("CMD: [C] 0,", "CMD: [C] [C] 0 0,")
+    assert classify_step("aligner_add", ADD_START, broken, direction="I").tape == "command"
     # a cell inserted where the parser then fails (a digit after the halt line's place): still a repetition
     extra = ADD_START.replace("|5|9|3|9|3|9|3|9|3|9 [C]", "|5|9|3|9|3|9|3|9|3|9|3|9 [C]").replace("[C] [OUTPUT]", "[C] |[OUTPUT]")
     assert classify_step("aligner_add", ADD_START, extra, direction="I").what == "malformed"
@@ -205,7 +217,7 @@ def test_baseline_answers():
     assert classify_answer("1999+1=", "2000", "2070").what == "wrong_digit"
     # an answer that goes on past its end, or stops short, unless a repetition explains it
     assert classify_answer("4567+1=", "4568", "45681234").what == "late_halt"
-    assert classify_answer("4567+1=", "4568", "45").what == "early_halt"
+    assert classify_answer("4567+1=", "4568", "45").what == "truncated"
     assert classify_answer("1999+1=", "2000", "20000").what == "extra_repetition"
 
 

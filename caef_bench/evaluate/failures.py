@@ -19,15 +19,21 @@ What (exactly one), from the first divergent field, expected against produced:
   extra_repetition / missing_repetition  the produced digits are the right ones with whole copies of a
                                         unit of 1-3 digits inserted or deleted where that unit already
                                         stands in a run (twice in a row; a single digit three times)
+  pattern_overwrite                     digits replaced by more copies of the run next to them: the run goes
+                                        on over what should follow it (or starts early), the length kept
+  truncated                             the field stops short: its first digits right, two or more missing at
+                                        its end (a tape's end is its number's top), not whole repetitions
   duplicated_digit / dropped_digit      one digit inserted (a copy of its neighbour) or deleted, not in a run
   carry_error                           an adder's digits each off by one (mod 10), or its carry register
                                         or carry action wrong: a carry or borrow that should (not) have propagated
   wrong_digit                           digits replaced, the length kept
   head_off_by_one                       a head marker one cell off, or a head move added or left out
   early_halt / late_halt                the model halts where the machine goes on, or goes on where it halts
-                                        (an answer: the right one cut short, or the right one and more)
+                                        (an answer: the right one and more)
   wrong_verdict                         a comparison's True/False
-  malformed                             not CAEF text (the runtime's `unparseable`) and no digit-level change explains it
+  malformed                             not CAEF text (the runtime's `unparseable`) and no digit-level change
+                                        explains it; its tape is the field of the machine's text where the
+                                        output first departs from it, its position that field's cell there
   other                                 anything else (kept small on purpose)
 A run whose answer is right can still have a divergent step (an exact-trace failure):
 `Failure.answer_correct` says so.
@@ -43,12 +49,12 @@ from typing import Sequence
 
 from caef_bench.machines import BY_MACHINE, ComposerState, FormatError, Snapshot, parse, parse_expression
 from caef_bench.machines.ops import BY_SYMBOL
-from caef_bench.machines.text import split_units
+from caef_bench.machines.text import cells, render_tape, split_units
 
 WHERE = ("aligner (I)", "executor", "aligner (O)", "no halt", "unparseable output", "wrong call", "runtime error",
          "answer")
-WHAT = ("extra_repetition", "missing_repetition", "duplicated_digit", "dropped_digit", "carry_error", "wrong_digit",
-        "head_off_by_one", "early_halt", "late_halt", "wrong_verdict", "malformed", "other")
+WHAT = ("extra_repetition", "missing_repetition", "pattern_overwrite", "truncated", "duplicated_digit", "dropped_digit",
+        "carry_error", "wrong_digit", "head_off_by_one", "early_halt", "late_halt", "wrong_verdict", "malformed", "other")
 
 MAX_UNIT = 3  # the test sets' periods are 1, 2 and 3
 COMPARISON_MACHINES = ("GREATER_THAN", "LESS_THAN", "EQUAL")
@@ -132,6 +138,22 @@ def _repeated_unit(expected: Sequence, at: int, block: Sequence, removed: bool) 
     return None
 
 
+def _continues_a_run(got: Sequence, start: int, end: int) -> bool:
+    """Whether got[start:end] is made of further copies of a run of a unit of 1-3 items that stands right
+    before it (or right after it) in got: in a row at least twice, a single item three times."""
+    for p in range(1, MAX_UNIT + 1):
+        needed = 3 if p == 1 else 2
+        before = got[max(0, start - p):start]
+        if len(before) == p and all(got[j] == got[j - p] for j in range(start, end)):
+            if _copies_in_a_row(got, before, start, start) >= needed:
+                return True
+        after = got[end:end + p]
+        if len(after) == p and all(got[j] == got[j + p] for j in range(start, end)):
+            if _copies_in_a_row(got, after, end, end) >= needed:
+                return True
+    return False
+
+
 def _off_by_one(x: str, y: str) -> bool:
     return x.isdigit() and y.isdigit() and (int(x) - int(y)) % 10 in (1, 9)
 
@@ -150,12 +172,16 @@ def classify_sequence(expected: Sequence, got: Sequence, arithmetic: bool = Fals
             changed = [(x, y) for x, y in zip(removed, inserted) if x != y]
             if arithmetic and all(_off_by_one(x, y) for x, y in changed):
                 return Difference("carry_error", at + next(i for i, (x, y) in enumerate(zip(removed, inserted)) if x != y))
+            if _continues_a_run(got, at, at + len(inserted)):
+                return Difference("pattern_overwrite", at)
             return Difference("wrong_digit", at)
         return Difference("other", at)
     block = removed or inserted
     repeated = _repeated_unit(expected, at, block, removed=bool(removed))
     if repeated:
         return Difference("missing_repetition" if removed else "extra_repetition", at, repeated[1])
+    if removed and len(block) > 1 and at + len(block) == len(expected):
+        return Difference("truncated", at)
     if len(block) == 1:
         if removed:
             return Difference("dropped_digit", at)
@@ -275,7 +301,31 @@ def _unit_field(expected: str, got: str) -> _Field:
         if found is not None and found.what != "other":
             position = len("".join(e_units[:found.position]))  # a character offset in the text
             return _Field("text", found.what, position, found.units, expected, got)
-    return _Field("text", "malformed", len("".join(e_units[:at])), None, expected, got)
+    tape, cell = _field_at(expected, len("".join(e_units[:at])))
+    return _Field(tape, "malformed", cell, None, expected, got)
+
+
+def _field_at(text: str, offset: int) -> tuple[str, int | None]:
+    """The field of a machine's text that holds character `offset`, and the index of the digit cell there
+    (tapes); fields: state, HEAD1, HEAD2, HEAD, C, COUNT, OUTPUT (the state line), command, call (below)."""
+    line_start = text.rfind("\n", 0, offset) + 1
+    if line_start > 0:
+        return ("command" if text.count("\n", 0, offset) == 1 else "call"), None
+    state = parse(text).state
+    pieces = [("state", f"{state.machine}, {state.q}, ")]
+    if isinstance(state, ComposerState):
+        pieces += [("HEAD1", f"[HEAD1]{cells(state.a)}"), ("HEAD2", f" [HEAD2]{cells(state.b)}"), ("OUTPUT", "")]
+    else:
+        pieces += [(tape.marker, render_tape(tape.marker, cells(tape.digits), tape.head)) for tape in state.tapes]
+        if state.carry is not None:
+            pieces.append(("C", f" [C]{state.carry}"))
+        pieces.append(("OUTPUT", ""))  # the rest of the line
+    start = 0
+    for name, piece in pieces:
+        if offset < start + len(piece) or not piece:
+            return name, (text.count("|", start, offset) if name not in ("state", "C") else None)
+        start += len(piece)
+    return "OUTPUT", None
 
 
 _OPERATORS = sorted(BY_SYMBOL, key=len, reverse=True)
@@ -390,8 +440,6 @@ def classify_answer(expr: str, truth: str, answer: str | None, where: str = "ans
     what = found.what
     if what == "other" and answer.startswith(truth):
         what = "late_halt"  # the right answer, then more: the model did not stop
-    elif what == "other" and truth.startswith(answer):
-        what = "early_halt"
     return Failure(where, what, tape="OUTPUT", position=found.position, units=found.units, expected=truth, got=answer)
 
 

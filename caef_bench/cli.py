@@ -323,7 +323,7 @@ def _run_repeated(args: argparse.Namespace) -> int:
             records.mkdir(parents=True, exist_ok=True)
             write_weights(records, step_model.fingerprint, step_model.adapter_fingerprints)
             results.update(tier=tier, weights=step_model.fingerprint, adapters=step_model.adapter_fingerprints,
-                           records=str(records))
+                           position_scheme=getattr(step_model.codec, "scheme", None), records=str(records))
             say(f"{name}: {len(cells)} cells, {limit or 'all'} problems each, traced (records: {records}/)")
             cells_done = run_caef_repeated(step_model, cells, limit, records, progress=lambda cell, r: say(
                 f"  {cell}: {r['end_to_end']['n'] - r['end_to_end']['correct']}/{r['end_to_end']['n']} wrong"))

@@ -209,8 +209,17 @@ def findings(results: dict) -> list[str]:
             verdict = "the effect is reversed: repeated digits cause fewer errors"
         else:
             verdict = "no difference this N can show"
-        sentence = (f"**`{name}`**: {verdict}: {_rate_text(patterns)} of the repeated-digit problems answered wrong "
-                    f"against {_rate_text(control)} of the random controls (Fisher p = {_p_text(p)}).")
+        on = ""
+        if system.get("kind") == "caef" and results.get("position_scheme"):
+            on = f" (the {results['tier']} tier, position scheme `{results['position_scheme']}`)"
+        sentence = (f"**`{name}`**{on}: {verdict}: {_rate_text(patterns)} of the repeated-digit problems answered "
+                    f"wrong against {_rate_text(control)} of the random controls (Fisher p = {_p_text(p)}).")
+        by_length = []
+        for n in sorted({cell_parts(c)[1] for c in cells}):
+            at_n = _pooled(cells, "answer_errors", lambda c: cell_parts(c)[1] == n and cell_parts(c)[2] != CONTROL)
+            control_n = _pooled(cells, "answer_errors", lambda c: cell_parts(c)[1] == n and cell_parts(c)[2] == CONTROL)
+            by_length.append(f"{n} digits {at_n['errors']}/{at_n['n']} against {control_n['errors']}/{control_n['n']}")
+        sentence += " By operand length: " + "; ".join(by_length) + "."
         failures = _failures(cells, controls=False)
         if failures:
             where = Counter(_component(f) for f in failures)

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from caef_bench.machines import align_input, align_output, trace
+from caef_bench.machines import OffCourse, align_input, align_output, lookup, next_text, trace
 from conftest import caef_format_examples
 
 EXECUTOR_FILES = {"add": "add", "equal": "eq", "greater_than": "gt", "less_than": "lt",
@@ -47,3 +47,16 @@ def test_aligner_output_matches_reference(record):
 def test_every_example_file_is_covered():
     names = {p.stem for p in caef_format_examples().glob("*.jsonl")}
     assert names == set(EXECUTOR_FILES) | set(COMPOSER_FILES) | {"aligner_input", "aligner_output"}
+
+
+@pytest.mark.parametrize("op,record", _cases(EXECUTOR_FILES) + _cases(COMPOSER_FILES))
+def test_next_text_answers_every_reference_step_and_nothing_after_the_halt(op, record):
+    transitions = trace(op, record["op1"], record.get("op2"))
+    for before, after in transitions:
+        assert next_text("executor", op, before) == after
+    halt = transitions[-1][1]
+    halt_as_input = halt + "\n" if op in COMPOSER_FILES.values() else halt  # a composer's inputs end with one
+    with pytest.raises(OffCourse):
+        next_text("executor", op, halt_as_input)
+    if lookup(op).symbol:
+        assert next_text("aligner", op, halt) == align_output(halt)

@@ -7,6 +7,7 @@ Public API:
     align_output(halt)     -> "45+67=112"
     parse(text) / render(snapshot)  -> structured states and back, byte for byte
     classify(expected, got)         -> how a model's step differs (error class) or None
+    next_text(kind, op, text)       -> what op's executor or aligner writes next on a correct run
 
 op is one of: add sub mul div gt lt eq reflection left_mask.
 """
@@ -17,6 +18,7 @@ from .composers import ComposerRun, composer_view, composer_view_of_halt
 from .executors import Run
 from .ops import ARITHMETIC, BY_MACHINE, COMPARISON, OPERATIONS, Operation, lookup, operand
 from .ops import start as run
+from .steps import OffCourse, next_text
 from .text import (
     HALT_LINE,
     Action,
@@ -57,7 +59,7 @@ def result(op: str, a, b=None):
 __all__ = [
     "ARITHMETIC", "BY_MACHINE", "COMPARISON", "ERROR_CLASSES", "HALT_LINE", "OPERATIONS", "OPS",
     "Action", "Command", "ComposerRun", "ComposerState", "ExecutorState", "Expression",
-    "FormatError", "Operation", "Run", "Snapshot", "Tape",
-    "align_input", "align_output", "classify", "composer_view", "composer_view_of_halt", "lookup", "parse",
-    "parse_expression", "render", "result", "run", "trace",
+    "FormatError", "OffCourse", "Operation", "Run", "Snapshot", "Tape",
+    "align_input", "align_output", "classify", "composer_view", "composer_view_of_halt", "lookup", "next_text",
+    "parse", "parse_expression", "render", "result", "run", "trace",
 ]

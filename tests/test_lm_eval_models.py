@@ -11,7 +11,7 @@ from lm_eval.api.instance import Instance
 from caef_bench.evaluate.lm_eval_models import CaefLM, _operator_of_direct_prompt, problem_id
 from caef_bench.data.direct import direct_prompt
 from caef_bench.runtime import load_records
-from caef_bench.runtime.stubs import MachineModel
+from caef_bench.runtime.oracle import OracleModel
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -29,7 +29,7 @@ class _Hook:
 
 
 def test_caef_answers_each_expression_and_hands_every_answer_to_lm_evals_cache(tmp_path):
-    model = CaefLM(step_model=MachineModel(), records=str(tmp_path))
+    model = CaefLM(step_model=OracleModel(), records=str(tmp_path))
     model.cache_hook = _Hook()
     contexts = ["45+67=", "99-99=", "12>3=", "45+67=", "7*3=", "not an expression"]
     assert model.generate_until(_requests(contexts)) == ["112", "0", "True", "112", "21", ""]
@@ -39,9 +39,9 @@ def test_caef_answers_each_expression_and_hands_every_answer_to_lm_evals_cache(t
 
 
 def test_a_rerun_reads_what_the_records_hold_and_solves_only_the_rest(tmp_path):
-    first = CaefLM(step_model=MachineModel(), records=str(tmp_path))
+    first = CaefLM(step_model=OracleModel(), records=str(tmp_path))
     first.generate_until(_requests(["45+67=", "3-1="]))
-    oracle = MachineModel()
+    oracle = OracleModel()
     again = CaefLM(step_model=oracle, records=str(tmp_path))
     assert again.generate_until(_requests(["45+67=", "3-1=", "5+5="])) == ["112", "2", "10"]
     records = load_records(again.records)
@@ -63,7 +63,7 @@ def test_caef_bench_lm_eval_is_lm_evals_cli_with_caef_registered(tmp_path):
     assert "|caef_add_5|" in run.stdout.replace(" ", "") and "exact_match" in run.stdout
 
 
-class _FingerprintedOracle(MachineModel):
+class _FingerprintedOracle(OracleModel):
     """The oracle with adapter fingerprints, as a loaded tier has them."""
 
     fingerprint = "w1"
@@ -82,7 +82,7 @@ def test_caef_answers_unchanged_adapters_calls_from_the_caef_suites_records(tmp_
     suite = tmp_path / "records" / "tiny-w1"
     suite.mkdir(parents=True)
     write_weights(suite, "w1", adapters)
-    solve_to_file([Problem("add_5-0000", "45+67=")], MachineModel(), suite / "caef_add_5.jsonl", mode="traced")
+    solve_to_file([Problem("add_5-0000", "45+67=")], OracleModel(), suite / "caef_add_5.jsonl", mode="traced")
 
     # The executor changed since; the aligner did not: only the executor's calls are generated.
     model = _FingerprintedOracle({**adapters, "executor_add": "e2"})

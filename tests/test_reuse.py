@@ -3,8 +3,9 @@
 import pytest
 
 from caef_bench.runtime import Completion, Problem, load_records, solve_batch, solve_to_file
+from caef_bench.runtime.oracle import OracleModel
 from caef_bench.runtime.reuse import ReusedSteps, read_weights, unchanged_adapters, write_weights
-from caef_bench.runtime.stubs import BrokenModel, MachineModel, at_step, wrong_digit
+from fault_models import BrokenModel, at_step, wrong_digit
 
 PROBLEMS = [Problem("p0", "45+67="), Problem("p1", "999+1=")]
 
@@ -22,9 +23,9 @@ class Recorder:
 
 def test_calls_to_unchanged_adapters_are_answered_from_the_records(tmp_path):
     path = tmp_path / "caef_add_5.jsonl"
-    solve_to_file(PROBLEMS, MachineModel(), path, mode="traced")
+    solve_to_file(PROBLEMS, OracleModel(), path, mode="traced")
     earlier = load_records(path)
-    model = Recorder(MachineModel())
+    model = Recorder(OracleModel())
     again = solve_batch(PROBLEMS, ReusedSteps.from_records(model, path, {"executor_add"}), mode="traced")
     assert {adapter for adapter, _ in model.asked} == {"aligner_add"}  # the executor was never asked
     for before, now in zip(earlier, again):
@@ -43,7 +44,7 @@ def test_a_reused_step_is_the_recorded_output_even_where_that_was_wrong(tmp_path
     solve_to_file(PROBLEMS[:1], broken, path, mode="traced")
     [before] = load_records(path)
     assert not before.correct
-    [now] = solve_batch(PROBLEMS[:1], ReusedSteps.from_records(MachineModel(strict=False), path, {"executor_add"}),
+    [now] = solve_batch(PROBLEMS[:1], ReusedSteps.from_records(OracleModel(strict=False), path, {"executor_add"}),
                         mode="traced")
     assert [s.output for s in now.steps] == [s.output for s in before.steps]
     assert now.first_divergence == before.first_divergence
@@ -51,7 +52,7 @@ def test_a_reused_step_is_the_recorded_output_even_where_that_was_wrong(tmp_path
 
 def test_prompts_no_record_holds_go_to_the_model_in_one_batch_in_order(tmp_path):
     steps = {("executor_add", "a"): Completion("A", 1, reused=True), ("executor_add", "c"): Completion("C", 1, reused=True)}
-    model = Recorder(MachineModel(strict=False))
+    model = Recorder(OracleModel(strict=False))
     model.model.generate = lambda prompts, adapter: [p.upper() + "!" for p in prompts]
     outputs = ReusedSteps(model, steps).generate(["a", "b", "c", "d"], "executor_add")
     assert [getattr(o, "text", o) for o in outputs] == ["A", "B!", "C", "D!"]
@@ -62,10 +63,10 @@ def test_prompts_no_record_holds_go_to_the_model_in_one_batch_in_order(tmp_path)
 
 def test_only_the_named_adapters_are_read_from_the_records(tmp_path):
     path = tmp_path / "records.jsonl"
-    solve_to_file(PROBLEMS, MachineModel(), path, mode="traced")
-    reuse = ReusedSteps.from_records(MachineModel(), path, {"aligner_add"})
+    solve_to_file(PROBLEMS, OracleModel(), path, mode="traced")
+    reuse = ReusedSteps.from_records(OracleModel(), path, {"aligner_add"})
     assert reuse.steps and {adapter for adapter, _ in reuse.steps} == {"aligner_add"}
-    assert ReusedSteps.from_records(MachineModel(), tmp_path / "missing.jsonl", {"aligner_add"}).steps == {}
+    assert ReusedSteps.from_records(OracleModel(), tmp_path / "missing.jsonl", {"aligner_add"}).steps == {}
 
 
 def test_weights_file_names_the_weights_and_refuses_to_mix_them(tmp_path):
@@ -89,8 +90,8 @@ def test_unchanged_adapters_are_those_with_the_same_fingerprint():
 def test_table2_reads_the_executor_steps_of_table1s_records_of_the_same_cell(tmp_path):
     from caef_bench.evaluate.suites import Reuse, run_caef, run_table2
 
-    run_caef(MachineModel(), ["add_5"], 4, tmp_path)  # writes caef_add_5.jsonl
-    model = Recorder(MachineModel())
+    run_caef(OracleModel(), ["add_5"], 4, tmp_path)  # writes caef_add_5.jsonl
+    model = Recorder(OracleModel())
     results = run_table2(model, ["add_5"], 4, tmp_path, reuse=Reuse(tmp_path, frozenset({"executor_add", "aligner_add"})))
     executor_calls = [prompt for adapter, prompt in model.asked if adapter == "executor_add"]
     assert executor_calls == []  # every executor step came from Table 1's records

@@ -1,7 +1,7 @@
 """The CAEF runtime: call stack, batching, step budget, tracing, malformed outputs and resume.
 
-The models are stand-ins (caef_bench.runtime.stubs): an oracle that answers
-from the machines, and broken variants of it.
+The models are stand-ins: the oracle (caef_bench.runtime.oracle), which answers
+from the machines, and broken variants of it (fault_models).
 """
 
 from __future__ import annotations
@@ -34,10 +34,9 @@ from caef_bench.runtime import (
     solve_to_file,
     to_composer_view,
 )
-from caef_bench.runtime.stubs import (
+from caef_bench.runtime.oracle import OracleError, OracleModel
+from fault_models import (
     BrokenModel,
-    MachineModel,
-    OracleError,
     at_step,
     drop_callee_lines,
     echo,
@@ -135,7 +134,7 @@ def test_composer_view_quirks():
 
 def test_oracle_solves_every_operator_with_the_machines_steps():
     exprs = sample_expressions()
-    records = solve_batch(problems_of(exprs), MachineModel(), mode="traced")
+    records = solve_batch(problems_of(exprs), OracleModel(), mode="traced")
     for expr, record in zip(exprs, records):
         expression = parse_expression(expr)
         machine_run = run(expression.op, expression.a, expression.b)
@@ -149,7 +148,7 @@ def test_oracle_solves_every_operator_with_the_machines_steps():
 
 
 def test_free_mode_scores_the_final_answer_only():
-    records = solve_batch(problems_of(["45+67=", "4531-1504=", "3==3="]), MachineModel())
+    records = solve_batch(problems_of(["45+67=", "4531-1504=", "3==3="]), OracleModel())
     assert [(r.answer, r.correct, r.mode, r.first_divergence) for r in records] == [
         ("112", True, "free", None), ("3027", True, "free", None), ("True", True, "free", None)]
     assert all(s.error_class is None for r in records for s in r.steps)
@@ -165,7 +164,7 @@ def _adapter_runs(record) -> list[tuple[str, int]]:
 
 
 def test_sub_calls_reflection_add_add_left_mask():
-    (record,) = solve_batch(problems_of(["4531-1504="]), MachineModel())
+    (record,) = solve_batch(problems_of(["4531-1504="]), OracleModel())
     sub = ("executor_sub", 0)
     assert _adapter_runs(record) == [
         ("aligner_sub", 0), sub, ("executor_reflection", 1), sub, ("executor_add", 1), sub, ("executor_add", 1),
@@ -173,7 +172,7 @@ def test_sub_calls_reflection_add_add_left_mask():
 
 
 def test_mul_alternates_less_than_and_two_additions():
-    (record,) = solve_batch(problems_of(["89*3="]), MachineModel())
+    (record,) = solve_batch(problems_of(["89*3="]), OracleModel())
     mul, lt, add = ("executor_mul", 0), ("executor_lt", 1), ("executor_add", 1)
     loop = [mul, lt, mul, add, mul, add]
     assert _adapter_runs(record) == [("aligner_mul", 0), *loop * 2, mul, lt, mul, ("aligner_mul", 0)]
@@ -186,7 +185,7 @@ def test_mul_alternates_less_than_and_two_additions():
 def test_a_batch_of_additions_makes_one_call_per_round():
     rng = random.Random(1)
     exprs = [f"{number(rng, 100)}+{number(rng, 100)}=" for _ in range(40)]
-    model = MachineModel()
+    model = OracleModel()
     records = solve_batch(problems_of(exprs), model)
     assert all(r.correct for r in records)
     # aligner (I), q0 and one step per column (100) and the carry step, aligner (O)
@@ -195,7 +194,7 @@ def test_a_batch_of_additions_makes_one_call_per_round():
 
 def test_mixed_batches_call_each_adapter_once_per_round():
     exprs = ["45+67=", "4531-1504=", "89*3=", "100//7=", "123>45=", "1+2=", "9-9=", "12<12=", "5*2="]
-    model = MachineModel()
+    model = OracleModel()
     assert all(r.correct for r in solve_batch(problems_of(exprs), model))
     # A correct run makes the machine's calls, one per round: round r groups the r-th call of every
     # problem still running, by adapter, in the order the problems were given.
@@ -211,14 +210,14 @@ def test_mixed_batches_call_each_adapter_once_per_round():
 
 
 def test_batch_size_caps_the_prompts_of_a_call():
-    model = MachineModel()
+    model = OracleModel()
     solve_batch(problems_of([f"{n}+{n}=" for n in range(10, 20)]), model, batch_size=4)
     assert model.calls[:3] == [("aligner_add", 4), ("aligner_add", 4), ("aligner_add", 2)]
     assert {size for _, size in model.calls} == {4, 2}
 
 
 def test_a_model_must_answer_every_prompt():
-    class Short(MachineModel):
+    class Short(OracleModel):
         def generate(self, prompts, adapter):
             return super().generate(prompts, adapter)[:-1]
 
@@ -227,7 +226,7 @@ def test_a_model_must_answer_every_prompt():
 
 
 def test_token_counts_are_recorded_when_the_model_gives_them():
-    class Counting(MachineModel):
+    class Counting(OracleModel):
         def generate(self, prompts, adapter):
             return [Completion(text, len(text)) for text in super().generate(prompts, adapter)]
 
@@ -252,7 +251,7 @@ def test_an_explicit_step_budget():
     records = solve_batch(problems_of(["45+67=", "1+1="]), BrokenModel(echo, on_executors), step_budget=7)
     assert [(r.outcome, r.n_steps) for r in records] == [("no_halt", 7), ("no_halt", 7)]
     # A correct model within the budget still finishes: aligner (O) runs once the machine halts.
-    (record,) = solve_batch(problems_of(["1+1="]), MachineModel(), step_budget=4)
+    (record,) = solve_batch(problems_of(["1+1="]), OracleModel(), step_budget=4)
     assert (record.outcome, record.n_steps) == ("ok", 5)
 
 
@@ -335,9 +334,9 @@ def test_teacher_forcing_compares_every_step():
 
 def test_teacher_forcing_needs_traced_mode():
     with pytest.raises(ValueError, match="traced"):
-        solve_batch(problems_of(["1+1="]), MachineModel(), teacher_forcing=True)
+        solve_batch(problems_of(["1+1="]), OracleModel(), teacher_forcing=True)
     with pytest.raises(ValueError, match="mode"):
-        solve_batch(problems_of(["1+1="]), MachineModel(), mode="greedy")
+        solve_batch(problems_of(["1+1="]), OracleModel(), mode="greedy")
 
 
 # --------------------------------------------------------------------------- malformed outputs
@@ -373,7 +372,7 @@ def test_without_steps_the_detail_keeps_the_bad_output():
 
 
 def test_problems_outside_the_machines_are_errors_without_model_calls():
-    model = MachineModel()
+    model = OracleModel()
     records = solve_batch(problems_of(["5-7=", "4//0=", "4*0=", "4+x=", "1+1="]), model)
     assert [r.outcome for r in records] == ["error"] * 4 + ["ok"]
     assert all(r.n_steps == 0 and r.truth is None and r.detail for r in records[:4])
@@ -381,16 +380,16 @@ def test_problems_outside_the_machines_are_errors_without_model_calls():
 
 
 def test_the_oracle_refuses_prompts_off_the_machines_course():
-    model = MachineModel()
+    model = OracleModel()
     with pytest.raises(OracleError):
         model.generate(["ADD, q1,  [HEAD1]|5|4 [HEAD2]|7|6 [C]0 |9[OUTPUT]\nCMD: [C] 0, q1"], "executor_add")
     with pytest.raises(OracleError):
         model.generate(["45+67="], "aligner_sub")
-    assert MachineModel(strict=False).generate(["garbage"], "executor_add") == [""]
+    assert OracleModel(strict=False).generate(["garbage"], "executor_add") == [""]
 
 
 def test_a_bad_completion_costs_its_problem_only():
-    class OneBad(MachineModel):
+    class OneBad(OracleModel):
         def generate(self, prompts, adapter):
             outputs = super().generate(prompts, adapter)
             return [None if "|1|3|5|4" in prompt and adapter == "executor_sub" else output
@@ -403,7 +402,7 @@ def test_a_bad_completion_costs_its_problem_only():
 
 def test_duplicate_ids_are_refused():
     with pytest.raises(ValueError, match="unique"):
-        solve_batch([Problem("x", "1+1="), Problem("x", "2+2=")], MachineModel())
+        solve_batch([Problem("x", "1+1="), Problem("x", "2+2=")], OracleModel())
 
 
 # --------------------------------------------------------------------------- records and resume
@@ -426,7 +425,7 @@ class Interrupted(Exception):
     pass
 
 
-class DiesAfter(MachineModel):
+class DiesAfter(OracleModel):
     """The oracle, killed after a number of generate calls (as a ^C or a lost machine would)."""
 
     def __init__(self, calls: int):
@@ -440,7 +439,7 @@ class DiesAfter(MachineModel):
         return super().generate(prompts, adapter)
 
 
-class Recording(MachineModel):
+class Recording(OracleModel):
     def __init__(self):
         super().__init__()
         self.prompts = []
@@ -464,7 +463,7 @@ def test_resume_after_an_interruption_redoes_nothing_and_loses_nothing(tmp_path)
 
     # The kill also cut the record being written: a partial last line.
     unfinished = next(p for p in problems if p.id not in {r.id for r in first})
-    cut = solve_batch([unfinished], MachineModel())[0].to_json()[:70]
+    cut = solve_batch([unfinished], OracleModel())[0].to_json()[:70]
     with open(path, "a", encoding="utf-8") as f:
         f.write(cut)
     assert len(load_records(path)) == len(first)  # the cut line is ignored ...
@@ -482,7 +481,7 @@ def test_resume_after_an_interruption_redoes_nothing_and_loses_nothing(tmp_path)
     assert path.read_text().endswith("\n") and all(json.loads(line) for line in path.read_text().splitlines())
 
     # Running again does nothing at all.
-    idle = MachineModel()
+    idle = OracleModel()
     assert solve_to_file(problems, idle, path) == [] and idle.calls == []
 
 
@@ -499,7 +498,7 @@ def test_repair_and_corrupt_files(tmp_path):
 
 def test_texts_between_steps_are_the_models_own():
     """render(parse(t)) == t: the runtime's next input is the model's output (plus a composer's newline)."""
-    (record,) = solve_batch(problems_of(["4531-1504="]), MachineModel())
+    (record,) = solve_batch(problems_of(["4531-1504="]), OracleModel())
     for step, following in zip(record.steps[1:-2], record.steps[2:-1]):
         if step.depth == following.depth and "[CALL]" not in step.output:
             expected = step.output + ("\n" if following.adapter == "executor_sub" else "")

@@ -15,8 +15,8 @@ from caef_bench.machines import OPERATIONS, run
 from caef_bench.machines.composers import CALLEES
 from caef_bench.runtime import Problem, aligner_adapter, executor_adapter, load_records, solve_to_file
 from caef_bench.runtime.hf import RoutedModel
+from caef_bench.runtime.oracle import OracleModel
 from caef_bench.runtime.reuse import ReusedSteps
-from caef_bench.runtime.stubs import MachineModel
 
 # table1: every system of baselines/ through lm-eval (evaluate.table1); repeated: the repeated-digit
 # failure analysis (evaluate.repeated)
@@ -102,7 +102,7 @@ def _aligner_accuracy(model, op: str, prompts_expected: list[tuple[str, str]]) -
 def run_table2(model, cells, limit, records_dir: Path, progress=None, reuse: Reuse | None = None) -> dict:
     """Per cell: executor accuracy given the correct start (the machines align; a problem counts when
     the model's executors reach the right halt state), aligner (I) and aligner (O) exact match."""
-    oracle = MachineModel(strict=False)
+    oracle = OracleModel(strict=False)
     executors_only = RoutedModel(model, {"aligner_": oracle})
     if reuse is not None:  # these records' aligner steps are the oracle's, not an adapter's
         reuse = Reuse(reuse.folder, frozenset(a for a in reuse.adapters if not a.startswith("aligner_")))

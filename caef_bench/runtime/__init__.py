@@ -1,15 +1,16 @@
 """The CAEF runtime: aligner (I) -> executor loop (with a call stack for composers) -> aligner (O).
 
     from caef_bench.runtime import Problem, solve_batch, solve_to_file
-    from caef_bench.runtime.stubs import MachineModel
+    from caef_bench.runtime.oracle import OracleModel
 
-    records = solve_batch([Problem("p0", "45+67=")], MachineModel(), mode="traced")
+    records = solve_batch([Problem("p0", "45+67=")], OracleModel(), mode="traced")
     records[0].answer, records[0].outcome      # ("112", "ok")
 
 A model is anything with ``generate(prompts, adapter) -> completions`` (see
-`StepModel`); `stubs` has an oracle made of the machines and broken models
-for tests. Records are written as JSON lines (`records`), and `solve_to_file`
-resumes an interrupted run without redoing or losing problems.
+`StepModel`); `oracle` has one made of the machines (the speculative drafter,
+and the stand-in for a trained model in tests). Records are written as JSON
+lines (`records`), and `solve_to_file` resumes an interrupted run without
+redoing or losing problems.
 """
 
 from .engine import (

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from caef_bench.models.decoding import greedy_ids, speculative_greedy, verify_drafts
 from caef_bench.runtime.engine import Completion
-from caef_bench.runtime.stubs import MachineModel
+from caef_bench.runtime.oracle import OracleModel
 
 
 @dataclass
@@ -45,7 +45,7 @@ class HFStepModel:
         self.codecs = codecs or {}  # adapter name -> its own codec, where its position scheme is not the tier's
         self.fingerprint = fingerprint  # names the weights (models.loading.weights_fingerprint)
         self.adapter_fingerprints = adapter_fingerprints or {}  # per adapter (runtime.reuse)
-        self.drafter = drafter if drafter is not None else MachineModel(strict=False)
+        self.drafter = drafter if drafter is not None else OracleModel(strict=False)
         self.stats = DecodeStats()
 
     def _activate(self, adapter: str) -> None:

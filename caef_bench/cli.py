@@ -7,6 +7,8 @@ import json
 import shlex
 import sys
 
+from .paths import TINY_CHECKPOINTS, WORK_DIR  # standard library only: the CLI stays quick to start
+
 
 def _trace(args: argparse.Namespace) -> int:
     from .machines import BY_MACHINE, align_output, lookup, parse_expression
@@ -171,7 +173,7 @@ def _run(args: argparse.Namespace) -> int:
         raise ValueError(f"unknown cell(s) {', '.join(unknown)}; expected some of {','.join(default_cells())}")
     model = load_step_model(args.model, args.checkpoints, speculative=not args.no_speculative, device=_device(args))
     # Records of other weights must not be resumed into these results: the default folder is per weights.
-    records = Path(args.records or f"work/records/{args.model}-{model.fingerprint}")
+    records = Path(args.records or WORK_DIR / "records" / f"{args.model}-{model.fingerprint}")
     records.mkdir(parents=True, exist_ok=True)
     reuse, source = None, None
     if args.reuse_steps:
@@ -255,7 +257,8 @@ def _run_table1(args: argparse.Namespace) -> int:
     if unknown:
         raise ValueError(f"unknown system(s) {', '.join(unknown)}; systems in baselines/: {', '.join(systems)}")
     cells = args.cells.split(",") if args.cells else None
-    results = run_table1([systems[name] for name in chosen], cells, args.limit, Path(args.work or "work/table1"),
+    work = Path(args.work or WORK_DIR / "table1")
+    results = run_table1([systems[name] for name in chosen], cells, args.limit, work,
                          progress=lambda line: print(line, file=sys.stderr, flush=True))
     notes = direct_training_notes(results, systems)
     for path in write_table1(results, args.out, args.command_line, notes):
@@ -298,7 +301,7 @@ def _run_repeated(args: argparse.Namespace) -> int:
         raise ValueError(f"unknown system(s) {', '.join(unknown)}; systems in baselines/: {', '.join(systems)}")
     limits = _system_limits(args.limits, systems)
     cells = select_cells(args.cells)
-    work = Path(args.work or "work/repeated")
+    work = Path(args.work or WORK_DIR / "repeated")
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     started = time.perf_counter()
     results = {"command": args.command_line, "tier": args.model, "checkpoints": args.checkpoints, "seed": args.seed,
@@ -319,7 +322,7 @@ def _run_repeated(args: argparse.Namespace) -> int:
             tier = system.resolved_model_args().get("tier", args.model)
             step_model = step_model or load_step_model(tier, args.checkpoints, speculative=not args.no_speculative,
                                                        device=_device(args))
-            records = Path(args.records or f"work/records/{tier}-{step_model.fingerprint}")
+            records = Path(args.records or WORK_DIR / "records" / f"{tier}-{step_model.fingerprint}")
             records.mkdir(parents=True, exist_ok=True)
             write_weights(records, step_model.fingerprint, step_model.adapter_fingerprints)
             results.update(tier=tier, weights=step_model.fingerprint, adapters=step_model.adapter_fingerprints,
@@ -367,7 +370,7 @@ def _onestep(args: argparse.Namespace) -> int:
         from .models.codec import codec_for
         from .models.tiny import tier_info
 
-        folder = Path(args.checkpoints or "checkpoints/tiny") / "base"
+        folder = Path(args.checkpoints or TINY_CHECKPOINTS) / "base"
         if not (folder / "config.json").exists():
             raise FileNotFoundError(f"no base model at {folder}")
         model = AutoModelForCausalLM.from_pretrained(folder).float().eval().to(_device(args))

@@ -1,24 +1,15 @@
 """Hooks of the CAEF lm-eval tasks: load a test-set cell, build prompts, score.
 
 lm-eval imports this file by path (``!function utils.NAME`` in the templates),
-so test data is found relative to this file and every run works offline from
-any working directory.
+from the checkout's tasks/ or from the copy installed with caef-bench. It
+imports caef_bench as any installed package; the test sets are found where
+every caef-bench data location is (caef_bench.paths), so runs work offline
+from any working directory.
 """
 
-import sys
-from pathlib import Path
-
-TASKS_DIR = Path(__file__).resolve().parent
-DATA_DIR = TASKS_DIR / "data"
-
-try:
-    import caef_bench  # noqa: F401
-except ImportError:  # lm_eval started outside the checkout without `pip install -e .`
-    sys.path.insert(0, str(TASKS_DIR.parent))
-
-from caef_bench.data.direct import chat_prompt, direct_prompt  # noqa: E402
-from caef_bench.data.testsets import load_cell  # noqa: E402
-from caef_bench.evaluate.scoring import exact_match, extract_answer  # noqa: E402
+from caef_bench.data.direct import chat_prompt, direct_prompt
+from caef_bench.data.testsets import load_cell
+from caef_bench.evaluate.scoring import exact_match, extract_answer
 
 
 def load_cell_dataset(cell, **_metadata):
@@ -26,7 +17,7 @@ def load_cell_dataset(cell, **_metadata):
     passes the task's metadata (and any --metadata) as keywords too; unused."""
     import datasets
 
-    return datasets.DatasetDict({"test": datasets.Dataset.from_list(load_cell(cell, DATA_DIR))})
+    return datasets.DatasetDict({"test": datasets.Dataset.from_list(load_cell(cell))})
 
 
 def direct_text(doc):

@@ -48,7 +48,8 @@ def test_lm_eval_arguments_fill_placeholders_and_pick_the_groups_tasks(monkeypat
 
 
 def test_every_system_has_a_task_for_every_repeated_cell_in_its_own_prompt_style():
-    from caef_bench.data.testsets import TASKS_DIR, repeated_cells
+    from caef_bench.data.testsets import repeated_cells
+    from caef_bench.paths import TASKS_DIR
 
     folders = {"caef_table1": "repeated", "caef_table1_direct": "repeated_direct", "caef_table1_chat": "repeated_chat"}
     for system in load_systems().values():

@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> None:
     The CAEF tasks are found without `--include_path` (it is added when not given)."""
     from lm_eval.__main__ import cli_evaluate
 
-    from caef_bench.data.testsets import TASKS_DIR
+    from caef_bench.paths import TASKS_DIR
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--include_path" not in argv and not any(a.startswith("--include_path=") for a in argv):

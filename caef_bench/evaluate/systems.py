@@ -18,9 +18,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from caef_bench.data.testsets import TASKS_DIR
+from caef_bench.paths import BASELINES_DIR, TASKS_DIR
 
-BASELINES_DIR = Path(os.environ.get("CAEF_BENCH_BASELINES") or TASKS_DIR.parent / "baselines")
 PAPER_ROWS = ("CAEF", "LLaMA 3.1 (L)", "LLaMA 3.1 (I)", "GPT-4o")
 TASK_GROUPS = {"caef_table1": "", "caef_table1_direct": "_direct", "caef_table1_chat": "_chat"}
 _PLACEHOLDER = re.compile(r"\{(smollm2|env:[A-Za-z_][A-Za-z0-9_]*)\}")

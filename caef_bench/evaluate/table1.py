@@ -18,6 +18,7 @@ from pathlib import Path
 from caef_bench.data.testsets import load_cell, table1_cells
 from caef_bench.evaluate.scoring import accuracy
 from caef_bench.evaluate.systems import System
+from caef_bench.paths import WORK_DIR
 
 EXAMPLES_KEPT = 3  # wrong replies kept per system and cell, for the report
 
@@ -78,7 +79,7 @@ def run_system(system: System, cells: list[str], limit: int | None, work: Path, 
 
 
 def run_table1(systems: list[System], cells: list[str] | None = None, limit: int | None = None,
-               work: Path = Path("work/table1"), progress=print) -> dict:
+               work: Path = WORK_DIR / "table1", progress=print) -> dict:
     """Every system that can run here, on every cell; a one-line reason for each one that cannot."""
     cells = cells or table1_cells()
     results = {}

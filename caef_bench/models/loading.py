@@ -29,9 +29,7 @@ from typing import Any
 from caef_bench.data.training import ALIGNED_OPS, EXECUTOR_OPS
 from caef_bench.models.official import adapter_layout_root, official_adapters, official_folder_names
 from caef_bench.models.tiny import tier_info
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-TINY_CHECKPOINTS = REPO_ROOT / "checkpoints" / "tiny"
+from caef_bench.paths import TINY_CHECKPOINTS
 LLAMA_HUB_ID = "meta-llama/Llama-3.1-8B"
 ENV_LLAMA_PATH = "CAEF_LLAMA_PATH"
 ADAPTER_CONFIG = "adapter_config.json"

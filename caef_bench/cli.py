@@ -301,6 +301,12 @@ def _run_repeated(args: argparse.Namespace) -> int:
         raise ValueError(f"unknown system(s) {', '.join(unknown)}; systems in baselines/: {', '.join(systems)}")
     limits = _system_limits(args.limits, systems)
     cells = select_cells(args.cells)
+    cells_of = {}  # a slow system on fewer cells: --cells-of NAME=PATTERN
+    for item in args.cells_of or ():
+        name, _, patterns = item.partition("=")
+        if name not in systems:
+            raise ValueError(f"--cells-of: unknown system {name!r}")
+        cells_of[name] = [cell for cell in select_cells(patterns) if cell in cells]
     work = Path(args.work or WORK_DIR / "repeated")
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     started = time.perf_counter()
@@ -310,8 +316,9 @@ def _run_repeated(args: argparse.Namespace) -> int:
     for name in chosen:
         system = systems[name]
         limit = limits.get(name, args.limit if args.limit is not None else system.limit)
+        own_cells = cells_of.get(name, cells)
         base = {"kind": "caef" if system.model == "caef" else "lm-eval", "paper_row": system.paper_row,
-                "description": system.description, "limit": limit}
+                "description": system.description, "limit": limit, "n_cells": len(own_cells)}
         reason = system.unavailable()
         if reason:
             say(f"{name}: skipped, {reason}")
@@ -328,11 +335,11 @@ def _run_repeated(args: argparse.Namespace) -> int:
             results.update(tier=tier, weights=step_model.fingerprint, adapters=step_model.adapter_fingerprints,
                            position_scheme=getattr(step_model.codec, "scheme", None), records=str(records))
             say(f"{name}: {len(cells)} cells, {limit or 'all'} problems each, traced (records: {records}/)")
-            cells_done = run_caef_repeated(step_model, cells, limit, records, progress=lambda cell, r: say(
+            cells_done = run_caef_repeated(step_model, own_cells, limit, records, progress=lambda cell, r: say(
                 f"  {cell}: {r['end_to_end']['n'] - r['end_to_end']['correct']}/{r['end_to_end']['n']} wrong"))
             results["systems"][name] = {**base, "records": str(records), "cells": cells_done}
         else:
-            results["systems"][name] = {**base, **run_baseline_repeated(system, cells, limit, work, say)}
+            results["systems"][name] = {**base, **run_baseline_repeated(system, own_cells, limit, work, say)}
     if args.onestep_per_cell:
         if step_model is None:
             step_model = load_step_model(args.model, args.checkpoints, device=_device(args))
@@ -552,6 +559,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "work/repeated; also the repeated suite's one-step results); reruns resume from them")
     run.add_argument("--limits", metavar="SYSTEM=N,...",
                      help="repeated: problems per cell for named systems (the others: --limit, else the system's own)")
+    run.add_argument("--cells-of", action="append", metavar="SYSTEM=PATTERN",
+                     help="repeated: run this system on these of the cells only (e.g. a slow chat model on "
+                          "'rep_*_10_*'); may be given again for another system")
     run.add_argument("--onestep-per-cell", type=int, default=20,
                      help="repeated: one-step cases per adapter and cell (default 20; 0: no one-step stress)")
     run.add_argument("--seed", type=int, default=0, help="repeated: the one-step cases' draw (default 0)")

@@ -262,6 +262,7 @@ def failure_markdown(results: dict) -> str:
     systems = results["systems"]
     ran = _systems_that_ran(results)
     n_text = "; ".join(f"`{name}` {system['limit'] if system.get('limit') else 'all'} per cell"
+                       + (f" on {len(system['cells'])} of the cells" if len(system["cells"]) < len(results["cells"]) else "")
                        for name, system in ran.items())
     skipped = [f"`{name}` ({system['skipped']})" for name, system in systems.items() if "skipped" in system]
     resumed = sum(r.get("resumed", 0) for system in ran.values() for r in system["cells"].values())

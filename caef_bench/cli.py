@@ -345,8 +345,10 @@ def _run_repeated(args: argparse.Namespace) -> int:
             step_model = load_step_model(args.model, args.checkpoints, device=_device(args))
             results.update(weights=step_model.fingerprint, adapters=step_model.adapter_fingerprints)
         store = work / f"onestep-{step_model.fingerprint}.json"
+        onestep_cells = [cell for cell in select_cells(args.onestep_cells) if cell in cells] if args.onestep_cells else cells
+        results["onestep_cells"] = len(onestep_cells)
         say(f"one-step stress: {args.onestep_per_cell} cases per adapter and cell (kept in {store})")
-        results["onestep"] = run_onestep_repeated(step_model, cells, args.onestep_per_cell, args.seed, store,
+        results["onestep"] = run_onestep_repeated(step_model, onestep_cells, args.onestep_per_cell, args.seed, store,
                                                   progress=lambda key, r: say(f"  {key}: " + ", ".join(
                                                       f"{c} {v['n'] - v['correct']}/{v['n']} wrong" for c, v in r.items())))
     results.setdefault("weights", None)
@@ -564,6 +566,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "'rep_*_10_*'); may be given again for another system")
     run.add_argument("--onestep-per-cell", type=int, default=20,
                      help="repeated: one-step cases per adapter and cell (default 20; 0: no one-step stress)")
+    run.add_argument("--onestep-cells", metavar="PATTERN",
+                     help="repeated: the one-step stress on these of the cells only (default: all of --cells)")
     run.add_argument("--seed", type=int, default=0, help="repeated: the one-step cases' draw (default 0)")
     run.add_argument("--model", default="tiny")
     run.add_argument("--checkpoints", help="adapter folder to use instead of the tier's")

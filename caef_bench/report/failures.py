@@ -278,7 +278,9 @@ def failure_markdown(results: dict) -> str:
           "`failure_analysis.json`). "
         f"N (the first N problems of each of the {len(results['cells'])} cells, 200 in each test set): {n_text or 'none'}. "
         f"One-step stress: up to {results['onestep_per_cell']} cases per adapter and cell (an aligner's split "
-        f"between (I) and (O)), seed {results['seed']}. "
+        f"between (I) and (O)), seed {results['seed']}"
+        + (f", on {results['onestep_cells']} of the cells" if results.get("onestep_cells", len(results["cells"]))
+           < len(results["cells"]) else "") + ". "
         "Error rates with Wilson 95% intervals; p: two-sided Fisher's exact test of the pattern cells against "
         "the random control of the same operator and length (pooled over operators where a table says so)."
         + (f" Not run here: {', '.join(skipped)}." if skipped else ""),

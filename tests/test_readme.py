@@ -112,7 +112,11 @@ def test_caef_bench_commands_parse(args, line):
     if parsed.suite == "repeated" and "repeated" not in SUITES:
         pytest.skip("`run --suite repeated` is being built (the failure analysis); not a suite yet")
     assert parsed.suite in SUITES, f"unknown suite {parsed.suite!r} in: {line}"
-    if parsed.cells:
+    if parsed.cells and parsed.suite == "repeated":  # names or shell patterns of the repeated-digit cells
+        from caef_bench.evaluate.repeated import select_cells
+
+        select_cells(parsed.cells)  # raises on a pattern that matches no cell
+    elif parsed.cells:
         unknown = [c for c in parsed.cells.split(",") if c not in table1_cells() and not _placeholder(c)]
         assert not unknown, f"unknown cell(s) {unknown} in: {line}"
     if parsed.systems:

@@ -42,7 +42,8 @@ def _trace(args: argparse.Namespace) -> int:
 
 
 def _data_build(args: argparse.Namespace) -> int:
-    from .data.training import EXECUTOR_OPS, KINDS, BuildConfig, build, format_summary
+    from .data.training import KINDS, BuildConfig, build, format_summary
+    from .machines import EXECUTOR_OPS
 
     ops = tuple(args.ops.split(",")) if args.ops else EXECUTOR_OPS
     kinds = tuple(args.kinds.split(",")) if args.kinds else KINDS
@@ -81,7 +82,7 @@ def _ops(text: str | None, allowed: tuple[str, ...], default: tuple[str, ...]) -
 def _train(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .data.training import ALIGNED_OPS, EXECUTOR_OPS
+    from .machines import ALIGNED_OPS, EXECUTOR_OPS
     from .train.presets import PRESETS
     from .train.loop import TrainingInterrupted
     from .train.recipe import TrainRequest, run_training
@@ -368,7 +369,7 @@ def _onestep(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from .data.training import ALIGNED_OPS, EXECUTOR_OPS
+    from .machines import ALIGNED_OPS, EXECUTOR_OPS
     from .train.recipe import one_step_accuracy
 
     executors = _ops(args.executors, EXECUTOR_OPS, EXECUTOR_OPS)

@@ -35,6 +35,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+from caef_bench.machines import result
 from caef_bench.machines.ops import COMPARISON as COMPARISON_OPS  # the machines' own list, one source
 from caef_bench.paths import TEST_SETS_DIR as DEFAULT_DATA_DIR  # tasks/data under the data root
 
@@ -57,17 +58,6 @@ MUL_DIV_SMALL_MAX = 15  # mul's b and div's quotient are in [1, 15]
 # exactly balanced; for gt/lt equal pairs are the case where both answers are False.
 EQUAL_SHARE = {"eq": 1 / 2, "gt": 1 / 4, "lt": 1 / 4}
 
-_ANSWERS = {
-    "add": lambda a, b: a + b,
-    "sub": lambda a, b: a - b,
-    "mul": lambda a, b: a * b,
-    "div": lambda a, b: a // b,
-    "gt": lambda a, b: a > b,
-    "lt": lambda a, b: a < b,
-    "eq": lambda a, b: a == b,
-}
-
-
 @lru_cache(maxsize=1)
 def load_protocol() -> dict:
     """The vendored evaluation protocol (package data). Treat it as read-only."""
@@ -82,7 +72,7 @@ def render_expr(op: str, a: int | str, b: int | str) -> str:
 
 def solve(op: str, a: int, b: int) -> str:
     """The ground truth as the test sets write it: an integer, or True/False."""
-    return str(_ANSWERS[op](a, b))
+    return str(result(op, a, b))
 
 
 @dataclass(frozen=True)

@@ -25,11 +25,9 @@ from pathlib import Path
 from caef_bench.data.direct import direct_samples
 from caef_bench.data.explanations import stage1_preamble
 from caef_bench.data.testsets import DEFAULT_DATA_DIR, all_cells, load_cell, named_rng, render_expr, solve
-from caef_bench.machines import OPERATIONS, run
+from caef_bench.machines import ALIGNED_OPS, EXECUTOR_OPS, OPERATIONS, run
 from caef_bench.machines.text import split_units
 
-EXECUTOR_OPS = ("add", "sub", "mul", "div", "gt", "lt", "eq", "reflection", "left_mask")
-ALIGNED_OPS = ("add", "sub", "mul", "div", "gt", "lt", "eq")
 KINDS = ("executor", "aligner", "direct")
 MUL_DIV_DIGITS = range(1, 11)  # protocol: mul's a and div's divisor have 1-10 digits
 MUL_DIV_SMALL = range(1, 16)  # protocol: mul's b and div's quotient are in [1, 15]

@@ -16,7 +16,7 @@ from .aligner import Expression, align_input, align_output, parse_expression
 from .compare import ERROR_CLASSES, classify
 from .composers import ComposerRun, composer_view, composer_view_of_halt
 from .executors import Run
-from .ops import ARITHMETIC, BY_MACHINE, COMPARISON, OPERATIONS, Operation, lookup, operand
+from .ops import ALIGNED_OPS, ARITHMETIC, BY_MACHINE, COMPARISON, EXECUTOR_OPS, OPERATIONS, Operation, lookup, operand
 from .ops import start as run
 from .steps import OffCourse, next_text
 from .text import (
@@ -31,9 +31,6 @@ from .text import (
     parse,
     render,
 )
-
-OPS = tuple(OPERATIONS)
-
 
 def trace(op: str, a, b=None) -> list[tuple[str, str]]:
     """Every executor transition of `op` on (a, b), byte-exact with the reference format.
@@ -57,7 +54,7 @@ def result(op: str, a, b=None):
 
 
 __all__ = [
-    "ARITHMETIC", "BY_MACHINE", "COMPARISON", "ERROR_CLASSES", "HALT_LINE", "OPERATIONS", "OPS",
+    "ALIGNED_OPS", "ARITHMETIC", "BY_MACHINE", "COMPARISON", "ERROR_CLASSES", "EXECUTOR_OPS", "HALT_LINE", "OPERATIONS",
     "Action", "Command", "ComposerRun", "ComposerState", "ExecutorState", "Expression",
     "FormatError", "OffCourse", "Operation", "Run", "Snapshot", "Tape",
     "align_input", "align_output", "classify", "composer_view", "composer_view_of_halt", "lookup", "next_text",

@@ -64,6 +64,8 @@ OPERATIONS: dict[str, Operation] = {
         Operation("left_mask", "LEFT_MASK", None, 1, _mask, lambda a: LeftMaskRun(to_tape(a))),
     )
 }
+EXECUTOR_OPS = tuple(OPERATIONS)  # every operation is a machine with an executor
+ALIGNED_OPS = tuple(name for name, op in OPERATIONS.items() if op.symbol)  # an expression names it: an aligner
 BY_MACHINE = {op.machine: op for op in OPERATIONS.values()}
 BY_SYMBOL = {op.symbol: op for op in OPERATIONS.values() if op.symbol}
 ARITHMETIC = ("add", "sub", "mul", "div")

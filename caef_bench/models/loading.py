@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from caef_bench.data.training import ALIGNED_OPS, EXECUTOR_OPS
+from caef_bench.machines import ALIGNED_OPS, EXECUTOR_OPS
 from caef_bench.models.official import adapter_layout_root, official_adapters, official_folder_names
 from caef_bench.models.tiny import tier_info
 from caef_bench.paths import TINY_CHECKPOINTS

@@ -20,7 +20,7 @@ import zlib
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from caef_bench.data.training import ALIGNED_OPS, EXECUTOR_OPS
+from caef_bench.machines import ALIGNED_OPS, EXECUTOR_OPS
 from caef_bench.evaluate.onestep import aligner_cases, cells_for, executor_cases, score_cases
 from caef_bench.train.presets import PRESETS, SHARES, Preset
 from caef_bench.train.sources import FileSource, MachineSource

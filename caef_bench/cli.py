@@ -370,6 +370,7 @@ def _onestep(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from .machines import ALIGNED_OPS, EXECUTOR_OPS
+    from .models.names import adapter_name
     from .train.recipe import one_step_accuracy
 
     executors = _ops(args.executors, EXECUTOR_OPS, EXECUTOR_OPS)
@@ -400,7 +401,7 @@ def _onestep(args: argparse.Namespace) -> int:
     results = _onestep_resumable(out, settings) if out else {}
     for kind, ops in (("executor", executors), ("aligner", aligners)):
         for op in ops:
-            name = f"{kind}_{op}"
+            name = adapter_name(kind, op)
             if name not in results:
                 activate(name)
                 results[name] = one_step_accuracy(model, codec_of(name), kind, op, args.per_cell, args.seed)
@@ -410,7 +411,7 @@ def _onestep(args: argparse.Namespace) -> int:
                               for cell, r in results[name].items())
             print(f"{name:<19} {cells}", flush=True)
     if out:  # in the order asked for (a resumed run measured the missing adapters last)
-        order = [f"executor_{op}" for op in executors] + [f"aligner_{op}" for op in aligners]
+        order = [adapter_name("executor", op) for op in executors] + [adapter_name("aligner", op) for op in aligners]
         results = {name: results[name] for name in sorted(results, key=lambda n: order.index(n) if n in order else len(order))}
         _write_onestep(out, args.command_line, settings, results, str(_device(args)))
     if args.json:

@@ -19,10 +19,9 @@ from micro_model import build_micro_model  # noqa: E402
 
 from caef_bench.models.tiny import TIER_FILE
 from caef_bench.models import loading, official, smollm2  # noqa: E402
+from caef_bench.models.names import adapter_name, aligner_name, executor_name, split_adapter_name  # noqa: E402
 from caef_bench.models.loading import (  # noqa: E402
     Tier,
-    aligner_name,
-    executor_name,
     get_tier,
     load,
     load_adapters,
@@ -166,9 +165,10 @@ def test_adapter_names_reject_ops_without_that_adapter():
     assert executor_name("left_mask") == "executor_left_mask"
     with pytest.raises(ValueError, match="no aligner adapter for op 'reflection'"):
         aligner_name("reflection")
-    assert loading.adapter_name("direct", "mul") == "direct_mul"
+    assert adapter_name("direct", "mul") == "direct_mul"
+    assert split_adapter_name("executor_left_mask") == ("executor", "left_mask")
     with pytest.raises(ValueError, match="unknown adapter kind"):
-        loading.adapter_name("executor", "add")
+        adapter_name("executors", "add")  # the folder, not the kind
     with pytest.raises(ValueError, match="unknown op"):
         load_adapters(object(), ".", ops=["pow"])
 

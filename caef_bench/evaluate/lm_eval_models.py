@@ -24,6 +24,7 @@ from lm_eval.api.registry import register_model
 
 from caef_bench.machines import parse_expression
 from caef_bench.models.limits import check_supported
+from caef_bench.models.names import adapter_name
 
 
 def _device(requested: str | None) -> str:
@@ -155,7 +156,7 @@ class CaefDirectLM(_NoLoglikelihood, LM):
         for index, request in enumerate(requests):
             by_op.setdefault(_operator_of_direct_prompt(request.args[0]), []).append(index)
         for op, indices in by_op.items():
-            self.model.set_adapter(f"direct_{op}")
+            self.model.set_adapter(adapter_name("direct", op))
             for start in range(0, len(indices), self.batch_size):
                 batch = indices[start:start + self.batch_size]
                 limits = [int(requests[i].args[1].get("max_gen_toks", self.max_gen_toks)) for i in batch]

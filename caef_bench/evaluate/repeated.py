@@ -28,6 +28,7 @@ from caef_bench.evaluate.scoring import extract_answer, wilson_interval
 from caef_bench.evaluate.suites import cell_problems, run_caef
 from caef_bench.evaluate.systems import System
 from caef_bench.evaluate.table1 import read_samples, reply_text, run_system
+from caef_bench.models.names import adapter_name
 from caef_bench.runtime import load_records
 
 CONTROL = "control"
@@ -133,13 +134,13 @@ def _direction(prompt: str) -> str:
 
 def onestep_component(kind: str, op: str, direction: str | None = None) -> str:
     """'executor_add', 'aligner_add (I)', 'aligner_add (O)'."""
-    return f"{kind}_{op}" + (f" ({direction})" if kind == "aligner" else "")
+    return adapter_name(kind, op) + (f" ({direction})" if kind == "aligner" else "")
 
 
 def measure_onestep(step_model, kind: str, op: str, cell: str, per_cell: int, seed: int) -> dict:
     """Exact match of one adapter's single steps on one cell, split by direction for an aligner; the wrong
     outputs kept whole (prompt, expected, got), to be classified when the results are read."""
-    adapter = f"{kind}_{op}"
+    adapter = adapter_name(kind, op)
     cases = (executor_cases if kind == "executor" else aligner_cases)(op, cell, per_cell, seed)
     codec = step_model.codec_for(adapter)
 

@@ -13,7 +13,8 @@ from caef_bench.data.testsets import load_cell, table1_cells
 from caef_bench.evaluate.scoring import accuracy
 from caef_bench.machines import OPERATIONS, run
 from caef_bench.machines.composers import CALLEES
-from caef_bench.runtime import Problem, aligner_adapter, executor_adapter, load_records, solve_to_file
+from caef_bench.models.names import aligner_name, executor_of_machine
+from caef_bench.runtime import Problem, load_records, solve_to_file
 from caef_bench.runtime.hf import RoutedModel
 from caef_bench.runtime.oracle import OracleModel
 from caef_bench.runtime.reuse import ReusedSteps
@@ -94,7 +95,7 @@ def _outcomes(records) -> dict:
 
 
 def _aligner_accuracy(model, op: str, prompts_expected: list[tuple[str, str]]) -> dict:
-    outputs = model.generate([p for p, _ in prompts_expected], aligner_adapter(op))
+    outputs = model.generate([p for p, _ in prompts_expected], aligner_name(op))
     texts = [getattr(o, "text", o) for o in outputs]
     return accuracy([{"correct": got == expected} for (_, expected), got in zip(prompts_expected, texts)])
 
@@ -138,8 +139,8 @@ def cell_adapters(cell: str) -> set[str]:
     """Every adapter a run of the cell's problems calls: its aligner, its executor and the executors
     its composer calls (sub_100: aligner_sub, executor_sub, executor_reflection, executor_add, ...)."""
     machine = OPERATIONS[cell.partition("_")[0]].machine
-    return {aligner_adapter(OPERATIONS[cell.partition("_")[0]].name), executor_adapter(machine),
-            *(executor_adapter(callee) for callee in CALLEES.get(machine, ()))}
+    return {aligner_name(OPERATIONS[cell.partition("_")[0]].name), executor_of_machine(machine),
+            *(executor_of_machine(callee) for callee in CALLEES.get(machine, ()))}
 
 
 def carry_over(earlier: dict, adapters: dict[str, str], cells_run: list[str]) -> tuple[dict, list[str]]:

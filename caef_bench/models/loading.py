@@ -26,16 +26,15 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from caef_bench.machines import ALIGNED_OPS, EXECUTOR_OPS
+from caef_bench.machines import EXECUTOR_OPS
+from caef_bench.models.names import KIND_OF_FOLDER, OPS_OF_KIND, adapter_name
 from caef_bench.models.official import adapter_layout_root, official_adapters, official_folder_names
 from caef_bench.models.tiny import tier_info
 from caef_bench.paths import TINY_CHECKPOINTS
 LLAMA_HUB_ID = "meta-llama/Llama-3.1-8B"
 ENV_LLAMA_PATH = "CAEF_LLAMA_PATH"
 ADAPTER_CONFIG = "adapter_config.json"
-KINDS = ("executors", "aligners")  # what CAEF runs on; "direct" (the LoRA-direct baseline) is loaded on request
-KIND_OPS = {"executors": EXECUTOR_OPS, "aligners": ALIGNED_OPS, "direct": ALIGNED_OPS}
-KIND_PREFIX = {"executors": "executor", "aligners": "aligner", "direct": "direct"}
+KINDS = ("executors", "aligners")  # folders CAEF runs on; "direct" (the LoRA-direct baseline) is loaded on request
 TRAIN_TINY_HINT = "run `caef-bench train --preset tiny` first"
 
 
@@ -59,23 +58,7 @@ class LoadedTier:
     schemes: dict = field(default_factory=dict)
 
 
-# ---------------------------------------------------------------- adapter names and folders
-
-def executor_name(op: str) -> str:
-    return adapter_name("executors", op)
-
-
-def aligner_name(op: str) -> str:
-    return adapter_name("aligners", op)
-
-
-def adapter_name(kind: str, op: str) -> str:
-    """The peft adapter name of `op`'s adapter of `kind` ("executors", "aligners" or "direct")."""
-    _check_kind(kind)
-    if op not in KIND_OPS[kind]:
-        raise ValueError(f"no {KIND_PREFIX[kind]} adapter for op {op!r}; {kind} exist for: {', '.join(KIND_OPS[kind])}")
-    return f"{KIND_PREFIX[kind]}_{op}"
-
+# ---------------------------------------------------------------- adapter folders (names: models.names)
 
 def adapter_dir(adapter_root: str | Path, kind: str, op: str) -> Path | None:
     """The folder of `op`'s adapter of `kind` under `adapter_root`, or None when there is none."""
@@ -86,9 +69,10 @@ def adapter_dir(adapter_root: str | Path, kind: str, op: str) -> Path | None:
     return None
 
 
-def _check_kind(kind: str) -> None:
-    if kind not in KIND_OPS:
-        raise ValueError(f"unknown adapter kind {kind!r}; expected one of {tuple(KIND_OPS)}")
+def _kind_of_folder(folder: str) -> str:
+    if folder not in KIND_OF_FOLDER:
+        raise ValueError(f"unknown adapter folder kind {folder!r}; expected one of {tuple(KIND_OF_FOLDER)}")
+    return KIND_OF_FOLDER[folder]
 
 
 # ---------------------------------------------------------------- tiers
@@ -222,14 +206,15 @@ def _adapter_folders(root: Path, kinds: tuple[str, ...], ops: tuple[str, ...] | 
         raise ValueError(f"unknown op(s) {unknown}; ops are: {', '.join(EXECUTOR_OPS)}")
     found = []
     for kind in kinds:
-        _check_kind(kind)
-        for op in KIND_OPS[kind] if ops is None else [op for op in ops if op in KIND_OPS[kind]]:
+        kind_ops = OPS_OF_KIND[_kind_of_folder(kind)]
+        for op in kind_ops if ops is None else [op for op in ops if op in kind_ops]:
             folder = adapter_dir(root, kind, op)
             if folder is not None:
-                found.append((adapter_name(kind, op), folder))
+                found.append((adapter_name(KIND_OF_FOLDER[kind], op), folder))
             elif ops is not None:
                 tried = ", ".join(str(root / kind / n) for n in official_folder_names(op))
-                raise FileNotFoundError(f"requested adapter {adapter_name(kind, op)} not found; looked in: {tried}")
+                raise FileNotFoundError(f"requested adapter {adapter_name(KIND_OF_FOLDER[kind], op)} not found; "
+                                        f"looked in: {tried}")
     return found
 
 
@@ -373,7 +358,7 @@ def adapter_fingerprints(tier: Tier) -> dict[str, str]:
 
 __all__ = [
     "KINDS", "LLAMA_HUB_ID", "TIERS", "LoadedTier", "Tier",
-    "adapter_dir", "adapter_name", "aligner_name", "executor_name", "get_tier", "load",
+    "adapter_dir", "get_tier", "load",
     "adapter_schemes", "load_adapters", "load_base", "loaded_adapters", "position_scheme_of", "save_adapter",
     "torch_dtype", "use_adapter", "weights_fingerprint", "adapter_fingerprints", "fingerprints",
 ]

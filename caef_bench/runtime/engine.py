@@ -47,7 +47,6 @@ from typing import Callable, Iterable, Iterator, Protocol, Sequence
 
 from caef_bench.evaluate.scoring import exact_match
 from caef_bench.machines import (
-    BY_MACHINE,
     ComposerRun,
     FormatError,
     Run,
@@ -62,6 +61,7 @@ from caef_bench.machines import (
 )
 from caef_bench.machines.display import events
 from caef_bench.machines.text import COMPOSERS
+from caef_bench.models.names import aligner_name, executor_of_machine
 
 from .records import Divergence, ProblemRecord, RecordWriter, StepRecord, resume
 
@@ -105,15 +105,6 @@ class StepModel(Protocol):
     def generate(self, prompts: list[str], adapter: str) -> Sequence[str | Completion]: ...
 
 
-def executor_adapter(machine: str) -> str:
-    """'LESS_THAN' -> 'executor_lt'."""
-    return f"executor_{BY_MACHINE[machine].name}"
-
-
-def aligner_adapter(op: str) -> str:
-    return f"aligner_{op}"
-
-
 # --------------------------------------------------------------------------- composer view of a callee's halt
 
 
@@ -140,10 +131,10 @@ def reference_steps(expr: str) -> Iterator[ReferenceStep]:
     """Every model call of a correct CAEF run on expr, in the order the runtime makes them."""
     expression = parse_expression(expr)
     machine_run = run(expression.op, expression.a, expression.b)
-    adapter = aligner_adapter(expression.op)
+    adapter = aligner_name(expression.op)
     yield ReferenceStep("align_input", adapter, 0, expr, machine_run.start_text())
     for event in events(machine_run):
-        yield ReferenceStep("execute", executor_adapter(event.machine), event.depth, event.input, event.output)
+        yield ReferenceStep("execute", executor_of_machine(event.machine), event.depth, event.input, event.output)
     answer = str(result(expression.op, expression.a, expression.b))
     yield ReferenceStep("align_output", adapter, 0, machine_run.text(-1), f"{expr}{answer}")
 
@@ -240,12 +231,12 @@ class _FreeRunning(_Attempt):
     def _next(self) -> None:
         """Set the pending call from the phase and the top of the call stack."""
         if self.phase == "align_input":
-            self.adapter, self.prompt, self.depth = aligner_adapter(self.op), self.problem.expr, 0
+            self.adapter, self.prompt, self.depth = aligner_name(self.op), self.problem.expr, 0
         elif self.phase == "execute":
             frame = self.stack[-1]
-            self.adapter, self.prompt, self.depth = executor_adapter(frame.machine), frame.input, len(self.stack) - 1
+            self.adapter, self.prompt, self.depth = executor_of_machine(frame.machine), frame.input, len(self.stack) - 1
         else:
-            self.adapter, self.prompt, self.depth = aligner_adapter(self.op), self.halt_text, 0
+            self.adapter, self.prompt, self.depth = aligner_name(self.op), self.halt_text, 0
 
     def accept(self, completion: Completion, seconds: float) -> None:
         text = completion.text
@@ -495,6 +486,6 @@ def solve_to_file(problems: Iterable[Problem], model: StepModel, path, on_record
 
 __all__ = [
     "BUDGET_FACTOR", "BUDGET_SLACK", "MODES", "Completion", "Frame", "Problem", "ReferenceStep",
-    "StepModel", "aligner_adapter", "composer_view", "default_step_budget", "executor_adapter",
+    "StepModel", "composer_view", "default_step_budget",
     "reference_step_count", "reference_steps", "solve_batch", "solve_to_file", "to_composer_view",
 ]

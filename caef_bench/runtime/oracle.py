@@ -12,6 +12,7 @@ the runtime records as unparseable.
 from __future__ import annotations
 
 from caef_bench.machines import next_text
+from caef_bench.models.names import split_adapter_name
 
 
 class OracleError(ValueError):
@@ -35,7 +36,7 @@ class OracleModel:
 
     def complete(self, prompt: str, adapter: str) -> str:
         try:
-            kind, _, op = adapter.partition("_")  # "executor_left_mask" -> ("executor", "left_mask")
+            kind, op = split_adapter_name(adapter)  # "executor_left_mask" -> ("executor", "left_mask")
             return next_text(kind, op, prompt)
         except ValueError as error:  # OffCourse, FormatError, an unknown kind, the machines' domain checks
             if self.strict:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+from caef_bench.models.names import adapter_name
+
 SHARES = ("equal_share", "short_share", "same_share", "near_share", "composer_share", "nines_share")
 
 
@@ -54,7 +56,7 @@ class Preset:
         """This preset as one adapter trains with it: its plan, then the command line's overrides
         (an explicit --stage2-steps wins over the plan's budget; --batch divides it into steps)."""
         overrides = overrides or {}
-        plan = dict(self.adapter_plans.get(f"{kind}_{op}", {}))
+        plan = dict(self.adapter_plans.get(adapter_name(kind, op), {}))
         samples = plan.pop("samples", None)
         preset = replace(self, **{**plan, **overrides})
         if samples is not None and "stage2_steps" not in overrides:
@@ -119,8 +121,8 @@ def _one_run(name: str, shipped: dict) -> dict:
 
 TINY_ADAPTER_PLANS = {name: _one_run(name, shipped) for name, shipped in SHIPPED_ROUNDS.items()}
 for _op in ("add", "sub", "mul", "div", "gt", "lt", "eq"):
-    TINY_ADAPTER_PLANS[f"direct_{_op}"] = {
-        "samples": TINY_ADAPTER_PLANS[f"executor_{_op}"]["samples"] + TINY_ADAPTER_PLANS[f"aligner_{_op}"]["samples"],
+    TINY_ADAPTER_PLANS[adapter_name("direct", _op)] = {
+        "samples": sum(TINY_ADAPTER_PLANS[adapter_name(kind, _op)]["samples"] for kind in ("executor", "aligner")),
         "lr": 2e-4, **_NO_SHARES}
 
 # The shipped base: round 1 (3,678 steps x 128, lengths growing over the first 1,471) and round 2

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from caef_bench.machines import ALIGNED_OPS, EXECUTOR_OPS
+from caef_bench.models.names import adapter_name
 from caef_bench.evaluate.onestep import aligner_cases, cells_for, executor_cases, score_cases
 from caef_bench.train.presets import PRESETS, SHARES, Preset
 from caef_bench.train.sources import FileSource, MachineSource
@@ -283,7 +284,7 @@ def adapter_seed(seed: int, kind: str, op: str) -> int:
     """The seed of one adapter's LoRA initialisation. Without it the initialisation would follow
     from whatever drew random numbers before in the process (the base, earlier adapters), so a
     resumed command, or one asked for fewer adapters, would start an adapter elsewhere."""
-    return seed * 1_000_003 + zlib.crc32(f"{kind}_{op}".encode())
+    return seed * 1_000_003 + zlib.crc32(adapter_name(kind, op).encode())
 
 
 def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, command: str) -> dict:
@@ -305,7 +306,7 @@ def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, comma
         source = _source(request, kind, op, stage)
         if source is None or steps == 0:
             continue
-        runs = request.out / ".runs" / f"{kind}_{op}" / f"stage{stage}"
+        runs = request.out / ".runs" / adapter_name(kind, op) / f"stage{stage}"
         result = train(peft_model, _batches(source, batch, codec, micro_tokens), runs, workers=request.workers,
                        steps=steps, lr=recipe.lr, warmup=min(20, steps // 10), decay=recipe.decay,
                        time_budget_s=request.run_budget_s(), title=f"{kind} {op} stage {stage}",
@@ -327,7 +328,7 @@ def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, comma
     folder.mkdir(parents=True, exist_ok=True)
     peft_model.save_pretrained(folder)
     _to_bf16(folder / "adapter_model.safetensors")
-    manifest = {"adapter": f"{kind}_{op}", "command": command, "seed": request.seed, "data": fingerprints,
+    manifest = {"adapter": adapter_name(kind, op), "command": command, "seed": request.seed, "data": fingerprints,
                 "stages": stages, "wall_time_s": round(sum(s["wall_time_s"] for s in stages.values()), 1),
                 "device": describe_device(next(model.parameters()).device), "one_step_accuracy": accuracy,
                 "preset": _recorded(recipe),
@@ -359,10 +360,10 @@ def run_training(request: TrainRequest) -> dict:
     for kind, op in [] if stopped else asked:
         folder = request.out / KIND_FOLDERS[kind] / op
         if _finished(folder):
-            manifests[f"{kind}_{op}"] = json.loads((folder / "manifest.json").read_text())
+            manifests[adapter_name(kind, op)] = json.loads((folder / "manifest.json").read_text())
             continue
         if request.deadline is not None and time.monotonic() >= request.deadline:
             stopped = f"--stop-after ran out before {kind}_{op}"
             break
-        manifests[f"{kind}_{op}"] = train_adapter(model, codec, request, kind, op, command)
+        manifests[adapter_name(kind, op)] = train_adapter(model, codec, request, kind, op, command)
     return {"seconds": round(time.perf_counter() - started, 1), "adapters": manifests, "stopped": stopped}

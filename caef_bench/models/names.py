@@ -1,0 +1,51 @@
+"""Adapter names and folders: the one place that says what an executor's, aligner's or LoRA-direct
+adapter is called.
+
+Inside a peft model adapters are keyed by name, `executor_<op>`, `aligner_<op>`, `direct_<op>`
+(peft keeps them in module dicts and save folders, where '.' and '/' would break); on disk they
+sit in the official release's folders, `executors/<op>/`, `aligners/<op>/` (and caef-bench's
+`direct/<op>/`). Records, manifests, one-step results and training runs all use these names.
+"""
+
+from __future__ import annotations
+
+from caef_bench.machines import ALIGNED_OPS, BY_MACHINE, EXECUTOR_OPS
+
+ADAPTER_KINDS = ("executor", "aligner", "direct")
+FOLDER_OF_KIND = {"executor": "executors", "aligner": "aligners", "direct": "direct"}
+KIND_OF_FOLDER = {folder: kind for kind, folder in FOLDER_OF_KIND.items()}
+OPS_OF_KIND = {"executor": EXECUTOR_OPS, "aligner": ALIGNED_OPS, "direct": ALIGNED_OPS}
+
+
+def adapter_name(kind: str, op: str) -> str:
+    """'executor', 'add' -> 'executor_add'; a ValueError for a kind or op that has no such adapter."""
+    if kind not in OPS_OF_KIND:
+        raise ValueError(f"unknown adapter kind {kind!r}; expected one of {ADAPTER_KINDS}")
+    if op not in OPS_OF_KIND[kind]:
+        raise ValueError(f"no {kind} adapter for op {op!r}; {FOLDER_OF_KIND[kind]} exist for: "
+                         f"{', '.join(OPS_OF_KIND[kind])}")
+    return f"{kind}_{op}"
+
+
+def executor_name(op: str) -> str:
+    return adapter_name("executor", op)
+
+
+def aligner_name(op: str) -> str:
+    return adapter_name("aligner", op)
+
+
+def executor_of_machine(machine: str) -> str:
+    """'LESS_THAN' -> 'executor_lt': the adapter a composer's [CALL] switches to."""
+    return executor_name(BY_MACHINE[machine].name)
+
+
+def split_adapter_name(name: str) -> tuple[str, str]:
+    """'aligner_add' -> ('aligner', 'add'); 'executor_left_mask' -> ('executor', 'left_mask')."""
+    kind, _, op = name.partition("_")
+    adapter_name(kind, op)  # the same checks, so a misspelt name fails here
+    return kind, op
+
+
+__all__ = ["ADAPTER_KINDS", "FOLDER_OF_KIND", "KIND_OF_FOLDER", "OPS_OF_KIND", "adapter_name", "aligner_name",
+           "executor_name", "executor_of_machine", "split_adapter_name"]

@@ -246,6 +246,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _run_table1(args: argparse.Namespace) -> int:
+    from fnmatch import fnmatch
     from pathlib import Path
 
     from .evaluate.systems import load_systems
@@ -257,10 +258,14 @@ def _run_table1(args: argparse.Namespace) -> int:
     unknown = [name for name in chosen if name not in systems]
     if unknown:
         raise ValueError(f"unknown system(s) {', '.join(unknown)}; systems in baselines/: {', '.join(systems)}")
-    cells = args.cells.split(",") if args.cells else None
+    from .data.testsets import table1_cells
+
+    cells = args.cells.split(",") if args.cells else table1_cells()
+    cells_of = _cells_of(args.cells_of, systems, cells,
+                         lambda patterns: [c for c in table1_cells() if any(fnmatch(c, p) for p in patterns.split(","))])
     work = Path(args.work or WORK_DIR / "table1")
     results = run_table1([systems[name] for name in chosen], cells, args.limit, work,
-                         progress=lambda line: print(line, file=sys.stderr, flush=True))
+                         progress=lambda line: print(line, file=sys.stderr, flush=True), cells_of=cells_of)
     notes = direct_training_notes(results, systems)
     for path in write_table1(results, args.out, args.command_line, notes):
         print(f"wrote {path}")
@@ -270,6 +275,17 @@ def _run_table1(args: argparse.Namespace) -> int:
 
         print("\n".join(comparison_lines(results, json.loads(committed.read_text()))))
     return 0
+
+
+def _cells_of(items: list[str] | None, systems, cells: list[str], select_cells) -> dict[str, list[str]]:
+    """--cells-of NAME=PATTERN,... (repeatable): a slow system on fewer of the suite's cells."""
+    cells_of = {}
+    for item in items or ():
+        name, _, patterns = item.partition("=")
+        if name not in systems:
+            raise ValueError(f"--cells-of: unknown system {name!r}; systems in baselines/: {', '.join(systems)}")
+        cells_of[name] = [cell for cell in select_cells(patterns) if cell in cells]
+    return cells_of
 
 
 def _system_limits(text: str | None, known) -> dict[str, int]:
@@ -302,12 +318,7 @@ def _run_repeated(args: argparse.Namespace) -> int:
         raise ValueError(f"unknown system(s) {', '.join(unknown)}; systems in baselines/: {', '.join(systems)}")
     limits = _system_limits(args.limits, systems)
     cells = select_cells(args.cells)
-    cells_of = {}  # a slow system on fewer cells: --cells-of NAME=PATTERN
-    for item in args.cells_of or ():
-        name, _, patterns = item.partition("=")
-        if name not in systems:
-            raise ValueError(f"--cells-of: unknown system {name!r}")
-        cells_of[name] = [cell for cell in select_cells(patterns) if cell in cells]
+    cells_of = _cells_of(args.cells_of, systems, cells, select_cells)
     work = Path(args.work or WORK_DIR / "repeated")
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     started = time.perf_counter()
@@ -564,7 +575,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--limits", metavar="SYSTEM=N,...",
                      help="repeated: problems per cell for named systems (the others: --limit, else the system's own)")
     run.add_argument("--cells-of", action="append", metavar="SYSTEM=PATTERN",
-                     help="repeated: run this system on these of the cells only (e.g. a slow chat model on "
+                     help="table1, repeated: run this system on these of the cells only (e.g. a slow chat model on "
                           "'rep_*_10_*'); may be given again for another system")
     run.add_argument("--onestep-per-cell", type=int, default=20,
                      help="repeated: one-step cases per adapter and cell (default 20; 0: no one-step stress)")

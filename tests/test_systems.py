@@ -106,6 +106,16 @@ def test_the_table_puts_ours_beside_the_papers_with_differences_from_caef():
     assert "replied `1+2 = 4.`" in text  # a baseline's replies are shown, CAEF's are not
 
 
+def test_a_caef_system_run_on_part_of_the_table_says_on_how_many_cells_and_where_the_rest_are():
+    results = _results()
+    results["caef-tiny"]["cells_asked"] = 22  # --cells-of caef-tiny=add_5: one of the table's cells
+    text = table1_markdown(results, "caef-bench run --suite table1 --cells-of caef-tiny=add_5")
+    assert "N=10 per cell on 1 of the 22 cells (– elsewhere)" in text
+    assert "Cells marked – for `caef-tiny`" in text and "results/table1_caef.md" in text
+    results["caef-tiny"]["cells_asked"] = 1  # every cell it was asked for: no such note
+    assert "Cells marked –" not in table1_markdown(results, "caef-bench run --suite table1")
+
+
 def test_the_report_writes_markdown_json_and_a_figure(tmp_path):
     paths = write_table1(_results(), tmp_path, "cmd", notes=["a note"])
     assert [p.name for p in paths] == ["table1.md", "table1.json", "table1.png"]

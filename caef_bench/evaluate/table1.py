@@ -79,8 +79,9 @@ def run_system(system: System, cells: list[str], limit: int | None, work: Path, 
 
 
 def run_table1(systems: list[System], cells: list[str] | None = None, limit: int | None = None,
-               work: Path = WORK_DIR / "table1", progress=print) -> dict:
-    """Every system that can run here, on every cell; a one-line reason for each one that cannot."""
+               work: Path = WORK_DIR / "table1", progress=print, cells_of: dict | None = None) -> dict:
+    """Every system that can run here, on every cell (or on its own cells in `cells_of`: a slow system on
+    a CPU); a one-line reason for each one that cannot."""
     cells = cells or table1_cells()
     results = {}
     for system in systems:
@@ -92,7 +93,9 @@ def run_table1(systems: list[System], cells: list[str] | None = None, limit: int
             results[system.name] = {**base, "skipped": reason}
             continue
         chosen = limit if limit is not None else system.limit
-        results[system.name] = {**base, **run_system(system, cells, chosen, work, progress)}
+        own_cells = (cells_of or {}).get(system.name, cells)
+        results[system.name] = {**base, **run_system(system, own_cells, chosen, work, progress),
+                                "cells_asked": len(cells)}
     return results
 
 

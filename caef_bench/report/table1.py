@@ -85,8 +85,15 @@ def table1_markdown(results: dict, command: str, notes: list[str] | None = None)
              "", "Which system stands in each paper row:", ""]
     for name, result in results.items():
         status = (f"not run here: {result['skipped']}" if "skipped" in result
-                  else f"N={_n_summary(result)} per cell")
+                  else f"N={_n_summary(result)} per cell" + _coverage(result))
         lines.append(f"- `{name}` for **{result.get('paper_row') or 'no paper row'}**: {result.get('description', '')}; {status}")
+    partial_caef = [name for name, r in results.items()
+                    if r.get("paper_row") == "CAEF" and "cells" in r and _coverage(r)]
+    if partial_caef:  # the cells left out are the long ones; the caef suite has them all at a larger N
+        lines += ["", f"Cells marked – for {', '.join(f'`{n}`' for n in partial_caef)} were not run through lm-eval "
+                      f"for this table (on 2 CPU cores a 100-digit subtraction is ~420 model calls); "
+                      f"`caef-bench run --suite caef` has every cell, at the N and on the weights its header "
+                      f"states: `results/table1_caef.md`."]
     for note in notes or []:
         lines += ["", note]
     lines += ["", table1_frame(results).to_markdown(index=False), ""]
@@ -94,6 +101,12 @@ def table1_markdown(results: dict, command: str, notes: list[str] | None = None)
     if examples:
         lines += ["### What the baselines answered (first wrong replies per cell)", "", *examples, ""]
     return "\n".join(lines)
+
+
+def _coverage(result: dict) -> str:
+    """' on 14 of the 22 cells (– elsewhere)' for a system run on part of the table."""
+    asked, ran = result.get("cells_asked"), len(result.get("cells", {}))
+    return f" on {ran} of the {asked} cells (– elsewhere)" if asked and ran < asked else ""
 
 
 def _n_summary(result: dict) -> str:

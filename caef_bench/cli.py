@@ -246,8 +246,9 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _run_table1(args: argparse.Namespace) -> int:
-    from fnmatch import fnmatch
     from pathlib import Path
+
+    from .data.testsets import match_cells, table1_cells
 
     from .evaluate.systems import load_systems
     from .evaluate.table1 import direct_training_notes, run_table1
@@ -258,11 +259,8 @@ def _run_table1(args: argparse.Namespace) -> int:
     unknown = [name for name in chosen if name not in systems]
     if unknown:
         raise ValueError(f"unknown system(s) {', '.join(unknown)}; systems in baselines/: {', '.join(systems)}")
-    from .data.testsets import table1_cells
-
     cells = args.cells.split(",") if args.cells else table1_cells()
-    cells_of = _cells_of(args.cells_of, systems, cells,
-                         lambda patterns: [c for c in table1_cells() if any(fnmatch(c, p) for p in patterns.split(","))])
+    cells_of = _cells_of(args.cells_of, systems, cells, lambda patterns: match_cells(patterns, table1_cells()))
     work = Path(args.work or WORK_DIR / "table1")
     results = run_table1([systems[name] for name in chosen], cells, args.limit, work,
                          progress=lambda line: print(line, file=sys.stderr, flush=True), cells_of=cells_of)

@@ -26,6 +26,7 @@ Repeated-digit cells (the paper only describes these; 200 problems each):
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import hashlib
 import json
 import random
@@ -68,6 +69,18 @@ def load_protocol() -> dict:
 def render_expr(op: str, a: int | str, b: int | str) -> str:
     """The protocol's expression template for ``op`` filled with the operands."""
     return load_protocol()["expression_templates"][op].format(op1=a, op2=b)
+
+
+def match_cells(patterns: str, every: list[str], what: str = "test-set") -> list[str]:
+    """The cells of `every` named by comma-separated names or shell patterns ('add_*,gt_100'), in
+    `every`'s order; a ValueError for a pattern that matches none (a typo must not run nothing)."""
+    chosen = set()
+    for pattern in (p for p in patterns.split(",") if p):
+        matched = fnmatch.filter(every, pattern)
+        if not matched:
+            raise ValueError(f"no {what} cell matches {pattern!r}; cells: {', '.join(every[:6])}, ...")
+        chosen.update(matched)
+    return [cell for cell in every if cell in chosen]
 
 
 def solve(op: str, a: int, b: int) -> str:

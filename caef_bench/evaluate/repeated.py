@@ -17,11 +17,10 @@ Three measurements on the repeated-digit test sets (`rep_<op>_<n>_<p1|p2|p3|mixe
 
 from __future__ import annotations
 
-import fnmatch
 import json
 from pathlib import Path
 
-from caef_bench.data.testsets import load_cell, repeated_cells
+from caef_bench.data.testsets import load_cell, match_cells, repeated_cells
 from caef_bench.evaluate.failures import classify_answer, classify_record, classify_step, mark_difference
 from caef_bench.evaluate.onestep import SUB_CALLEES, aligner_cases, executor_cases, repeated_cells_for, score_cases
 from caef_bench.evaluate.scoring import extract_answer, wilson_interval
@@ -39,16 +38,7 @@ EXAMPLE_CONTEXT = 20  # characters kept either side of a failure's difference in
 def select_cells(patterns: str | None) -> list[str]:
     """Repeated-digit cells by name or shell pattern ('rep_add_*,rep_gt_10_p1'); all 75 by default."""
     every = repeated_cells()
-    if not patterns:
-        return every
-    chosen = []
-    for pattern in (p for p in patterns.split(",") if p):
-        matched = fnmatch.filter(every, pattern)
-        if not matched:
-            raise ValueError(f"no repeated-digit cell matches {pattern!r} (cells: rep_<op>_<n>_<pattern>, "
-                             f"e.g. rep_add_10_p1)")
-        chosen += [cell for cell in matched if cell not in chosen]
-    return [cell for cell in every if cell in chosen]  # in the test sets' order
+    return match_cells(patterns, every, "repeated-digit") if patterns else every
 
 
 def cell_parts(cell: str) -> tuple[str, int, str]:

@@ -23,7 +23,7 @@ from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
 from caef_bench.machines import parse_expression
-from caef_bench.models.limits import check_supported
+from caef_bench.models.limits import check_within_tier
 from caef_bench.models.names import adapter_name
 
 
@@ -97,12 +97,12 @@ class CaefLM(_NoLoglikelihood, LM):
         for index, request in enumerate(requests):
             expr = request.args[0].strip()
             try:
-                parse_expression(expr)
+                expression = parse_expression(expr)
             except ValueError as error:  # not a CAEF expression: nothing to execute, an empty answer
                 print(f"caef: not an expression, answered with nothing: {expr[:80]!r} ({error})", file=sys.stderr)
                 answers[index] = ""
                 continue
-            check_supported(self.tier, expr)  # beyond the tier's operands: stop before solving anything
+            check_within_tier(self.tier, expression)  # beyond the tier's operands: stop before solving anything
             problem = problems.setdefault(problem_id(expr), Problem(problem_id(expr), expr))
             waiting.setdefault(problem.id, []).append(index)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from caef_bench.machines import parse_expression
+from caef_bench.machines import Expression, parse_expression
 
 LENGTH_OPS = ("add", "sub", "gt", "lt", "eq")
 
@@ -56,7 +56,12 @@ TIER_LIMITS = {
 
 def check_supported(tier: str, expr: str) -> None:
     """Raise BeyondTierError (or parse_expression's ValueError) unless the tier can run `expr`."""
-    expression = parse_expression(expr)
+    check_within_tier(tier, parse_expression(expr))
+
+
+def check_within_tier(tier: str, expression: Expression) -> None:
+    """Raise BeyondTierError unless the tier was built for the operands of an already parsed expression."""
+    expr = str(expression)
     limits = TIER_LIMITS.get(tier, OperandLimits())
     problem = limits.problem(expression.op, expression.a, expression.b)
     if problem:
@@ -64,4 +69,4 @@ def check_supported(tier: str, expr: str) -> None:
                               f"{expr if len(expr) <= 60 else expr[:28] + '…' + expr[-28:]}")
 
 
-__all__ = ["TIER_LIMITS", "BeyondTierError", "OperandLimits", "check_supported"]
+__all__ = ["TIER_LIMITS", "BeyondTierError", "OperandLimits", "check_supported", "check_within_tier"]

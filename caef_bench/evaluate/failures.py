@@ -47,7 +47,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
-from caef_bench.machines import BY_MACHINE, ComposerState, FormatError, Snapshot, parse, parse_expression
+from caef_bench.machines import ComposerState, FormatError, Snapshot, parse, parse_expression
 from caef_bench.machines.ops import BY_SYMBOL
 from caef_bench.machines.text import cells, render_tape, split_units
 
@@ -456,10 +456,3 @@ def mark_difference(expected: str, got: str, context: int = 16) -> tuple[str, st
 
     return show(expected, removed), show(got, inserted)
 
-
-def adapter_machine(adapter: str) -> str | None:
-    """'executor_add' -> 'ADD' (the machine an executor adapter runs)."""
-    kind, _, op = adapter.partition("_")
-    if kind != "executor":
-        return None
-    return next((machine for machine, operation in BY_MACHINE.items() if operation.name == op), None)

@@ -250,15 +250,10 @@ def _run_table1(args: argparse.Namespace) -> int:
 
     from .data.testsets import match_cells, table1_cells
 
-    from .evaluate.systems import load_systems
     from .evaluate.table1 import direct_training_notes, run_table1
     from .report.table1 import write_table1
 
-    systems = load_systems()
-    chosen = args.systems.split(",") if args.systems else list(systems)
-    unknown = [name for name in chosen if name not in systems]
-    if unknown:
-        raise ValueError(f"unknown system(s) {', '.join(unknown)}; systems in baselines/: {', '.join(systems)}")
+    systems, chosen = _chosen_systems(args.systems)
     cells = args.cells.split(",") if args.cells else table1_cells()
     cells_of = _cells_of(args.cells_of, systems, cells, lambda patterns: match_cells(patterns, table1_cells()))
     work = Path(args.work or WORK_DIR / "table1")
@@ -273,6 +268,18 @@ def _run_table1(args: argparse.Namespace) -> int:
 
         print("\n".join(comparison_lines(results, json.loads(committed.read_text()))))
     return 0
+
+
+def _chosen_systems(names: str | None) -> tuple[dict, list[str]]:
+    """Every system of baselines/ and the names --systems picks (default all); unknown names are an error."""
+    from .evaluate.systems import load_systems
+
+    systems = load_systems()
+    chosen = names.split(",") if names else list(systems)
+    unknown = [name for name in chosen if name not in systems]
+    if unknown:
+        raise ValueError(f"unknown system(s) {', '.join(unknown)}; systems in baselines/: {', '.join(systems)}")
+    return systems, chosen
 
 
 def _cells_of(items: list[str] | None, systems, cells: list[str], select_cells) -> dict[str, list[str]]:
@@ -304,16 +311,11 @@ def _run_repeated(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from .evaluate.repeated import run_baseline_repeated, run_caef_repeated, run_onestep_repeated, select_cells
-    from .evaluate.systems import load_systems
     from .report.failures import write_failure_analysis
     from .runtime.hf import load_step_model
     from .runtime.reuse import write_weights
 
-    systems = load_systems()
-    chosen = args.systems.split(",") if args.systems else list(systems)
-    unknown = [name for name in chosen if name not in systems]
-    if unknown:
-        raise ValueError(f"unknown system(s) {', '.join(unknown)}; systems in baselines/: {', '.join(systems)}")
+    systems, chosen = _chosen_systems(args.systems)
     limits = _system_limits(args.limits, systems)
     cells = select_cells(args.cells)
     cells_of = _cells_of(args.cells_of, systems, cells, select_cells)

@@ -20,7 +20,9 @@ from pathlib import Path
 import torch
 
 from caef_bench.data.testsets import load_cell
-from caef_bench.runtime import Problem, solve_batch
+from caef_bench.evaluate.scoring import is_correct
+from caef_bench.evaluate.suites import as_problems
+from caef_bench.runtime import solve_batch
 from caef_bench.runtime.hf import load_step_model
 
 
@@ -34,7 +36,7 @@ def main() -> None:
     args = parser.parse_args()
     ours = load_step_model(args.model, args.checkpoints, speculative=True)
     paper = ours.paper_loop()  # the same weights, adapters and position ids
-    problems = [Problem(p["id"], p["expr"]) for p in load_cell(args.cell)[: args.n]]
+    problems = as_problems(load_cell(args.cell)[: args.n])
     timings, records = {}, {}
     for name, model in (("paper loop", paper), ("speculative", ours)):
         start = time.perf_counter()
@@ -45,7 +47,7 @@ def main() -> None:
     lines = [f"{args.cell}, {len(problems)} problems, model {args.model} {args.checkpoints or ''} "
              f"(weights {ours.fingerprint}), {platform.machine()}, {torch.get_num_threads()} torch threads",
              f"identical answers and step texts: {same}; correct: "
-             f"{sum(r.correct for r in records['speculative'])}/{len(problems)}"]
+             f"{sum(map(is_correct, records['speculative']))}/{len(problems)}"]
     for name, model in (("paper loop", paper), ("speculative", ours)):
         steps = sum(v[0] for k, v in model.stats.by_adapter.items() if k.startswith("executor"))
         passes = sum(v[1] for k, v in model.stats.by_adapter.items() if k.startswith("executor"))

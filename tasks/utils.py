@@ -9,7 +9,7 @@ from any working directory.
 
 from caef_bench.data.direct import chat_prompt, direct_prompt
 from caef_bench.data.testsets import load_cell
-from caef_bench.evaluate.scoring import exact_match, extract_answer
+from caef_bench.evaluate.scoring import score
 
 
 def load_cell_dataset(cell, **_metadata):
@@ -29,8 +29,7 @@ def chat_text(doc):
 
 
 def _score(style, doc, results):
-    predicted = extract_answer(results[0], doc["op"], style)
-    return {"exact_match": float(exact_match(predicted, doc["answer"]))}
+    return {"exact_match": float(score(results[0], doc["answer"], doc["op"], style))}
 
 
 def process_results_bare(doc, results):

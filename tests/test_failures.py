@@ -14,7 +14,7 @@ from caef_bench.evaluate.failures import (
     classify_step,
     mark_difference,
 )
-from caef_bench.evaluate.scoring import fisher_exact
+from caef_bench.evaluate.scoring import fisher_exact, is_correct
 from caef_bench.machines import run
 from caef_bench.runtime import Problem, reference_steps, solve_batch
 
@@ -190,8 +190,8 @@ class _Scripted:
 def test_a_traced_record_is_classified_at_its_first_divergence():
     expr = "4848484842+9393939395="
     miscopying = _Scripted(expr, lambda text: text.replace("|5|9|3|9|3|9|3|9|3|9", "|5|9|3|9|3|9|3|9"))
-    record = solve_batch([Problem("p", expr)], miscopying, mode="traced")[0]
-    assert not record.correct
+    record = solve_batch([Problem("p", expr, "14242424237")], miscopying, mode="traced")[0]
+    assert not is_correct(record)
     failure = classify_record(record)
     assert (failure.where, failure.what, failure.step, failure.depth) == ("aligner (I)", "missing_repetition", 0, 0)
     assert failure.error_class == "wrong_digit" and not failure.answer_correct
@@ -199,9 +199,9 @@ def test_a_traced_record_is_classified_at_its_first_divergence():
 
 
 def test_a_right_run_is_no_failure_and_a_stopped_run_names_the_run():
-    record = solve_batch([Problem("p", "45+67=")], _Scripted("45+67="), mode="traced")[0]
+    record = solve_batch([Problem("p", "45+67=", "112")], _Scripted("45+67="), mode="traced")[0]
     assert classify_record(record) is None
-    stopped = {"first_divergence": None, "correct": False, "outcome": "no_halt", "detail": "no halt state after 9 steps",
+    stopped = {"id": "p", "mode": "traced", "first_divergence": None, "correct": False, "outcome": "no_halt", "detail": "no halt state after 9 steps",
                "truth": "112", "expr": "45+67=", "answer": None}
     assert classify_record(stopped).where == "no halt"
     called = {**stopped, "outcome": "unparseable", "detail": "step 3 (executor_sub): [CALL] ADD but the callee lines are GREATER_THAN"}

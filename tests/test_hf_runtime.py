@@ -41,12 +41,12 @@ def memorised(tmp_path_factory) -> Path:
 def test_speculative_decoding_matches_plain_greedy_with_one_pass_per_step(memorised):
     fast = load_step_model("tiny", str(memorised), speculative=True)
     plain = fast.paper_loop()  # the same weights and ids, decoded one plain greedy pass per token
-    problems = [Problem("a", EXPR), Problem("b", "21+43=")]  # the second was never seen: garbage, but the same garbage
+    problems = [Problem("a", EXPR, "46"), Problem("b", "21+43=", "64")]  # the second was never seen: garbage, but the same garbage
     fast_records = solve_batch(problems, fast, mode="traced")
     plain_records = solve_batch(problems, plain, mode="traced")
     for f, p in zip(fast_records, plain_records):
         assert [s.output for s in f.steps] == [s.output for s in p.steps]
-    assert fast_records[0].correct and fast_records[0].final == "12+34=46"
+    assert fast_records[0].final == "12+34=46"
     # forward passes per executor step where the draft is right: the memorised problem alone (the
     # other's garbage costs what it costs)
     alone = load_step_model("tiny", str(memorised), speculative=True)

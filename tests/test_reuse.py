@@ -2,12 +2,13 @@
 
 import pytest
 
+from caef_bench.evaluate.scoring import is_correct
 from caef_bench.runtime import Completion, Problem, load_records, solve_batch, solve_to_file
 from caef_bench.runtime.oracle import OracleModel
 from caef_bench.runtime.reuse import ReusedSteps, read_weights, unchanged_adapters, write_weights
 from fault_models import BrokenModel, at_step, wrong_digit
 
-PROBLEMS = [Problem("p0", "45+67="), Problem("p1", "999+1=")]
+PROBLEMS = [Problem("p0", "45+67=", "112"), Problem("p1", "999+1=", "1000")]
 
 
 class Recorder:
@@ -29,7 +30,7 @@ def test_calls_to_unchanged_adapters_are_answered_from_the_records(tmp_path):
     again = solve_batch(PROBLEMS, ReusedSteps.from_records(model, path, {"executor_add"}), mode="traced")
     assert {adapter for adapter, _ in model.asked} == {"aligner_add"}  # the executor was never asked
     for before, now in zip(earlier, again):
-        assert now.correct and [s.output for s in now.steps] == [s.output for s in before.steps]
+        assert is_correct(now) and [s.output for s in now.steps] == [s.output for s in before.steps]
         for step in now.steps:
             assert step.reused is (True if step.adapter == "executor_add" else None)
             if step.reused:
@@ -43,7 +44,7 @@ def test_a_reused_step_is_the_recorded_output_even_where_that_was_wrong(tmp_path
     broken = BrokenModel(wrong_digit, at_step("45+67=", 2))
     solve_to_file(PROBLEMS[:1], broken, path, mode="traced")
     [before] = load_records(path)
-    assert not before.correct
+    assert not is_correct(before)
     [now] = solve_batch(PROBLEMS[:1], ReusedSteps.from_records(OracleModel(strict=False), path, {"executor_add"}),
                         mode="traced")
     assert [s.output for s in now.steps] == [s.output for s in before.steps]

@@ -20,11 +20,14 @@ from caef_bench.machines import (
     parse,
     parse_expression,
     render,
+    result,
     run,
 )
+from caef_bench.evaluate.scoring import is_correct, verdict
 from caef_bench.runtime import (
     Completion,
     Problem,
+    ProblemRecord,
     RecordWriter,
     load_records,
     reference_steps,
@@ -88,8 +91,17 @@ def machine_calls(machine_run, depth: int = 0) -> list[tuple[int, str, str]]:
     return calls
 
 
+def _target(expr: str) -> str | None:
+    try:
+        expression = parse_expression(expr)
+        return str(result(expression.op, expression.a, expression.b))
+    except ValueError:
+        return None
+
+
 def problems_of(exprs: list[str]) -> list[Problem]:
-    return [Problem(f"p{i:03d}", expr) for i, expr in enumerate(exprs)]
+    """Problems as a dataset gives them, each with the machines' answer as its target."""
+    return [Problem(f"p{i:03d}", expr, _target(expr)) for i, expr in enumerate(exprs)]
 
 
 # --------------------------------------------------------------------------- composer view of a callee's halt
@@ -138,20 +150,42 @@ def test_oracle_solves_every_operator_with_the_machines_steps():
     for expr, record in zip(exprs, records):
         expression = parse_expression(expr)
         machine_run = run(expression.op, expression.a, expression.b)
-        assert (record.outcome, record.correct, record.first_divergence) == ("ok", True, None), (expr, record.detail)
-        assert record.final == expr + record.truth
+        assert (record.outcome, verdict(record), record.first_divergence) == ("answered", "ok", None), (expr, record.detail)
+        assert record.final == expr + record.target
         steps = record.steps
         assert [(s.adapter, s.input, s.output) for s in steps[:1]] == [(f"aligner_{expression.op}", expr, align_input(expr))]
         assert [(s.depth, s.input, s.output) for s in steps[1:-1]] == machine_calls(machine_run)
-        assert (steps[-1].input, steps[-1].output) == (machine_run.text(-1), expr + record.truth)
+        assert (steps[-1].input, steps[-1].output) == (machine_run.text(-1), expr + record.target)
         assert record.n_steps == len(steps) == len(list(reference_steps(expr)))
 
 
-def test_free_mode_scores_the_final_answer_only():
+def test_free_mode_reports_the_final_answer_only():
     records = solve_batch(problems_of(["45+67=", "4531-1504=", "3==3="]), OracleModel())
-    assert [(r.answer, r.correct, r.mode, r.first_divergence) for r in records] == [
+    assert [(r.answer, is_correct(r), r.mode, r.first_divergence) for r in records] == [
         ("112", True, "free", None), ("3027", True, "free", None), ("True", True, "free", None)]
     assert all(s.error_class is None for r in records for s in r.steps)
+
+
+def test_the_runtime_reports_answers_and_never_reads_the_target():
+    # No target, a wrong one, the right one: the same run, the same record but for the target.
+    problems = [Problem("none", "45+67="), Problem("wrong", "45+67=", "113"), Problem("right", "45+67=", "112")]
+    records = solve_batch(problems, OracleModel(), mode="traced")
+    assert [(r.outcome, r.answer, r.target) for r in records] == [
+        ("answered", "112", None), ("answered", "112", "113"), ("answered", "112", "112")]
+    assert [s.output for s in records[0].steps] == [s.output for s in records[2].steps]
+    assert [verdict(r) for r in records[1:]] == ["wrong_answer", "ok"]
+    with pytest.raises(ValueError, match="no target"):
+        is_correct(records[0])
+
+
+def test_records_of_the_runtime_that_judged_answers_still_read():
+    # Written before the runtime stopped scoring: `truth`, `correct`, outcomes ok / wrong_answer.
+    old = {"id": "p", "expr": "45+67=", "mode": "traced", "truth": "112", "answer": "212", "final": "45+67=212",
+           "correct": False, "outcome": "wrong_answer", "detail": None, "n_steps": 5, "steps": []}
+    record = ProblemRecord.from_dict(old)
+    assert (record.target, record.outcome, verdict(record)) == ("112", "answered", "wrong_answer")
+    assert verdict(ProblemRecord.from_dict({**old, "answer": "112", "correct": True, "outcome": "ok"})) == "ok"
+    assert ProblemRecord.from_dict({**old, "outcome": "no_halt"}).outcome == "no_halt"
 
 
 def _adapter_runs(record) -> list[tuple[str, int]]:
@@ -187,7 +221,7 @@ def test_a_batch_of_additions_makes_one_call_per_round():
     exprs = [f"{number(rng, 100)}+{number(rng, 100)}=" for _ in range(40)]
     model = OracleModel()
     records = solve_batch(problems_of(exprs), model)
-    assert all(r.correct for r in records)
+    assert all(map(is_correct, records))
     # aligner (I), q0 and one step per column (100) and the carry step, aligner (O)
     assert model.calls == [("aligner_add", 40)] + [("executor_add", 40)] * 102 + [("aligner_add", 40)]
 
@@ -195,7 +229,7 @@ def test_a_batch_of_additions_makes_one_call_per_round():
 def test_mixed_batches_call_each_adapter_once_per_round():
     exprs = ["45+67=", "4531-1504=", "89*3=", "100//7=", "123>45=", "1+2=", "9-9=", "12<12=", "5*2="]
     model = OracleModel()
-    assert all(r.correct for r in solve_batch(problems_of(exprs), model))
+    assert all(map(is_correct, solve_batch(problems_of(exprs), model)))
     # A correct run makes the machine's calls, one per round: round r groups the r-th call of every
     # problem still running, by adapter, in the order the problems were given.
     plans = [[step.adapter for step in reference_steps(expr)] for expr in exprs]
@@ -231,7 +265,7 @@ def test_token_counts_are_recorded_when_the_model_gives_them():
             return [Completion(text, len(text)) for text in super().generate(prompts, adapter)]
 
     (record,) = solve_batch(problems_of(["45+67="]), Counting())
-    assert record.correct and [s.tokens for s in record.steps] == [len(s.output) for s in record.steps]
+    assert is_correct(record) and [s.tokens for s in record.steps] == [len(s.output) for s in record.steps]
 
 
 # --------------------------------------------------------------------------- step budget
@@ -241,7 +275,7 @@ def test_token_counts_are_recorded_when_the_model_gives_them():
 def test_a_model_that_never_halts_is_stopped_by_the_budget(expr):
     model = BrokenModel(echo, on_executors)
     (record,) = solve_batch(problems_of([expr]), model, mode="traced")
-    assert record.outcome == "no_halt" and not record.correct and record.answer is None
+    assert record.outcome == "no_halt" and not is_correct(record) and record.answer is None
     assert record.n_steps == record.step_budget == 2 * len(list(reference_steps(expr))) + 20
     assert "step budget" in record.detail
     assert record.first_divergence.error_class is not None
@@ -252,7 +286,7 @@ def test_an_explicit_step_budget():
     assert [(r.outcome, r.n_steps) for r in records] == [("no_halt", 7), ("no_halt", 7)]
     # A correct model within the budget still finishes: aligner (O) runs once the machine halts.
     (record,) = solve_batch(problems_of(["1+1="]), OracleModel(), step_budget=4)
-    assert (record.outcome, record.n_steps) == ("ok", 5)
+    assert (verdict(record), record.n_steps) == ("ok", 5)
 
 
 # --------------------------------------------------------------------------- tracing
@@ -278,7 +312,7 @@ def test_traced_mode_records_the_first_divergence(expr, k):
     assert divergence.error_class == "wrong_digit" == classify(divergence.expected, divergence.got)
     assert record.steps[k].error_class == "wrong_digit" and record.steps[k].expected == reference[k].output
     assert all(s.error_class is None for s in record.steps[:k])
-    assert not record.correct  # the oracle has no answer off the machine's course
+    assert not is_correct(record)  # the oracle has no answer off the machine's course
 
 
 def test_a_wrong_digit_in_the_halt_state_gives_a_wrong_answer():
@@ -286,7 +320,8 @@ def test_a_wrong_digit_in_the_halt_state_gives_a_wrong_answer():
     halt_step = len(list(reference_steps(expr))) - 2  # the last executor step writes the halt state
     for mode in ("free", "traced"):
         (record,) = solve_batch(problems_of([expr]), BrokenModel(wrong_digit, at_step(expr, halt_step)), mode=mode)
-        assert (record.outcome, record.answer, record.final) == ("wrong_answer", "212", "45+67=212")
+        assert (record.outcome, record.answer, record.final) == ("answered", "212", "45+67=212")
+        assert verdict(record) == "wrong_answer"
         if mode == "traced":
             assert (record.first_divergence.step, record.first_divergence.error_class) == (halt_step, "wrong_digit")
         else:
@@ -311,7 +346,7 @@ def test_aligner_output_divergence_is_a_wrong_result():
     model = BrokenModel(lambda prompt, output: output + "0", on_adapter("aligner_add"))
     model.trigger = lambda adapter, prompt: adapter == "aligner_add" and "\n" in prompt  # aligner (O) only
     (record,) = solve_batch(problems_of(["45+67="]), model, mode="traced")
-    assert (record.outcome, record.answer) == ("wrong_answer", "1120")
+    assert (verdict(record), record.answer) == ("wrong_answer", "1120")
     assert (record.first_divergence.error_class, record.first_divergence.step) == ("wrong_result", record.n_steps - 1)
 
 
@@ -321,7 +356,7 @@ def test_teacher_forcing_compares_every_step():
     (record,) = solve_batch(problems_of([expr]), BrokenModel(wrong_digit, at_step(expr, 11)),
                             mode="traced", teacher_forcing=True)
     # The machine's texts are fed after the fault, so the run goes on and ends right.
-    assert (record.mode, record.outcome, record.n_divergent_steps) == ("teacher_forcing", "ok", 1)
+    assert (record.mode, verdict(record), record.n_divergent_steps) == ("teacher_forcing", "ok", 1)
     assert [s.input for s in record.steps] == [s.input for s in reference]
     assert [s.error_class for s in record.steps].count("wrong_digit") == 1
 
@@ -329,7 +364,7 @@ def test_teacher_forcing_compares_every_step():
     (record,) = solve_batch(problems_of([expr]), BrokenModel(echo, on_executors), mode="traced", teacher_forcing=True)
     executor_steps = sum(step.kind == "execute" for step in reference)
     assert record.n_steps == len(reference) and record.n_divergent_steps == executor_steps
-    assert record.first_divergence.step == 1 and record.outcome == "ok"
+    assert record.first_divergence.step == 1 and verdict(record) == "ok"
 
 
 def test_teacher_forcing_needs_traced_mode():
@@ -359,11 +394,11 @@ def test_malformed_outputs_stop_the_problem_without_crashing(expr, k, fault, det
     model = BrokenModel(fault, at_step(expr, k))
     records = solve_batch(problems_of(exprs), model, mode="traced")
     record = records[0]
-    assert record.outcome == "unparseable" and not record.correct
+    assert record.outcome == "unparseable" and not is_correct(record)
     assert record.n_steps == k + 1 and f"step {k}" in record.detail and detail in record.detail
     assert record.steps[-1].output == fault(record.steps[-1].input, list(reference_steps(expr))[k].output)
     assert record.first_divergence.step == k
-    assert [r.outcome for r in records[1:]] == ["ok", "ok"]
+    assert [verdict(r) for r in records[1:]] == ["ok", "ok"]
 
 
 def test_without_steps_the_detail_keeps_the_bad_output():
@@ -374,8 +409,8 @@ def test_without_steps_the_detail_keeps_the_bad_output():
 def test_problems_outside_the_machines_are_errors_without_model_calls():
     model = OracleModel()
     records = solve_batch(problems_of(["5-7=", "4//0=", "4*0=", "4+x=", "1+1="]), model)
-    assert [r.outcome for r in records] == ["error"] * 4 + ["ok"]
-    assert all(r.n_steps == 0 and r.truth is None and r.detail for r in records[:4])
+    assert [r.outcome for r in records] == ["error"] * 4 + ["answered"]
+    assert all(r.n_steps == 0 and r.answer is None and r.detail for r in records[:4])
     assert sum(size for _, size in model.calls) == records[4].n_steps
 
 
@@ -396,7 +431,7 @@ def test_a_bad_completion_costs_its_problem_only():
                     for prompt, output in zip(prompts, outputs)]
 
     records = solve_batch(problems_of(["4531-1504=", "20-3="]), OneBad())
-    assert [r.outcome for r in records] == ["error", "ok"]
+    assert [verdict(r) for r in records] == ["error", "ok"]
     assert "str or a Completion" in records[0].detail
 
 
@@ -477,7 +512,7 @@ def test_resume_after_an_interruption_redoes_nothing_and_loses_nothing(tmp_path)
 
     final = load_records(path)
     assert sorted(r.id for r in final) == sorted(p.id for p in problems)  # each exactly once
-    assert all(r.correct for r in final)
+    assert all(map(is_correct, final))
     assert path.read_text().endswith("\n") and all(json.loads(line) for line in path.read_text().splitlines())
 
     # Running again does nothing at all.

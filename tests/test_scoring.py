@@ -162,9 +162,9 @@ def test_exact_trace_counts_only_right_answers_reached_without_a_wrong_step():
     from caef_bench.runtime import Divergence, ProblemRecord
 
     slip = Divergence(step=90, adapter="executor_gt", error_class="wrong_command", expected="a", got="b")
-    records = [ProblemRecord("a", "2>1=", "traced", "True", correct=True, outcome="ok"),
-               ProblemRecord("b", "2>1=", "traced", "True", correct=True, outcome="ok", first_divergence=slip),
-               ProblemRecord("c", "1>2=", "traced", "False", correct=False, outcome="wrong_answer", first_divergence=slip)]
+    records = [ProblemRecord("a", "2>1=", "traced", "True", "True", outcome="answered"),
+               ProblemRecord("b", "2>1=", "traced", "True", "True", outcome="answered", first_divergence=slip),
+               ProblemRecord("c", "1>2=", "traced", "False", "True", outcome="answered", first_divergence=slip)]
     exact = _exact_traces(records)
     assert (exact["n"], exact["accuracy"]) == (3, 1 / 3)
     table = markdown_table({"gt_5": {"end_to_end": exact, "exact trace": exact}}, CAEF_METRICS, "T", "h")
@@ -183,3 +183,25 @@ def test_onestep_table_lists_the_wrong_outputs_where_they_first_differ():
     assert "### Wrong outputs" in text and "executor_sub, sub_100" in text and "|0⏎No command" in text
     clean = onestep_markdown({"executor_sub": {"sub_100": {**stats, "correct": 2, "accuracy": 1.0, "failures": []}}}, "h")
     assert "Wrong outputs" not in clean
+
+
+@pytest.mark.parametrize("answer, target", [
+    ("112", "112"), ("0112", "112"), (" 112", "112"), ("+112", "112"), ("1,120", "1120"), ("112.", "112"),
+    ("true", "True"), ("False", "True"), ("", "0"), (None, "5"),
+])
+def test_caef_runs_and_the_lm_eval_tasks_score_an_answer_alike(answer, target):
+    """One rule: a CAEF record's answer and the same text through the bare lm-eval task's hook agree."""
+    import importlib.util
+
+    from caef_bench.evaluate.scoring import is_correct
+    from caef_bench.paths import TASKS_DIR
+    from caef_bench.runtime import ProblemRecord
+
+    spec = importlib.util.spec_from_file_location("caef_task_hooks", TASKS_DIR / "utils.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    op = "gt" if target in ("True", "False") else "add"
+    record = ProblemRecord("p", "1>2=" if op == "gt" else "1+1=", "traced", target, answer,
+                           outcome="answered" if answer is not None else "unparseable")
+    task = hooks.process_results_bare({"op": op, "answer": target}, [answer or ""])
+    assert is_correct(record) == bool(task["exact_match"])

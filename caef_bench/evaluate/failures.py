@@ -1,4 +1,4 @@
-"""Failure classes for the repeated-digit analysis (issue 23): each failure gets one *where* and one *what*.
+"""Failure classes for the repeated-digit analysis: each failure gets one *where* and one *what*.
 
 The paper's first limitation: on repeated digit patterns ("999…", "456456…") executor and aligner
 "tend to generate incorrect steps", errors that "manifest as extra or missing repetitions of the
@@ -47,9 +47,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
+from caef_bench.evaluate.scoring import exact_match, is_correct
 from caef_bench.machines import ComposerState, FormatError, Snapshot, parse, parse_expression
 from caef_bench.machines.ops import BY_SYMBOL
 from caef_bench.machines.text import cells, render_tape, split_units
+from caef_bench.runtime.records import ProblemRecord
 
 WHERE = ("aligner (I)", "executor", "aligner (O)", "no halt", "unparseable output", "wrong call", "runtime error",
          "answer")
@@ -386,45 +388,37 @@ def classify_step(adapter: str, expected: str, got: str, direction: str | None =
 # --------------------------------------------------------------------------- runs and answers
 
 
-def _field(record, name: str):
-    return record.get(name) if isinstance(record, dict) else getattr(record, name)
-
-
-def classify_record(record) -> Failure | None:
+def classify_record(record: ProblemRecord | dict) -> Failure | None:
     """A CAEF run (a `ProblemRecord` or its JSON dict): None when it is right at every step it was
     checked at; else its first divergence, classified, or the way the runtime stopped it."""
-    divergence = _field(record, "first_divergence")
-    correct = bool(_field(record, "correct"))
+    if isinstance(record, dict):
+        record = ProblemRecord.from_dict(record)
+    correct = is_correct(record)
+    divergence = record.first_divergence
     if divergence is not None:
-        get = (lambda key: divergence[key]) if isinstance(divergence, dict) else (lambda key: getattr(divergence, key))
-        step, adapter = get("step"), get("adapter")
-        direction = "I" if step == 0 else "O"
-        failure = classify_step(adapter, get("expected"), get("got"), direction)
+        failure = classify_step(divergence.adapter, divergence.expected, divergence.got,
+                                "I" if divergence.step == 0 else "O")
         if failure is None:  # (a divergence is recorded only where the texts differ)
-            failure = Failure("executor", "other", adapter, expected=get("expected"), got=get("got"))
-        steps = _field(record, "steps") or []
-        depth = None
-        if step < len(steps):
-            depth = steps[step]["depth"] if isinstance(steps[step], dict) else steps[step].depth
-        return Failure(**{**asdict(failure), "step": step, "depth": depth, "error_class": get("error_class"),
-                          "answer_correct": correct})
+            failure = Failure("executor", "other", divergence.adapter, expected=divergence.expected, got=divergence.got)
+        depth = record.steps[divergence.step].depth if divergence.step < len(record.steps) else None
+        return Failure(**{**asdict(failure), "step": divergence.step, "depth": depth,
+                          "error_class": divergence.error_class, "answer_correct": correct})
     if correct:
         return None
-    outcome, detail = _field(record, "outcome"), _field(record, "detail") or ""
-    if outcome == "no_halt":
-        return Failure("no halt", "late_halt", expected=_field(record, "truth") or "", got=detail)
-    if outcome == "unparseable":
+    detail = record.detail or ""
+    if record.outcome == "no_halt":
+        return Failure("no halt", "late_halt", expected=record.target, got=detail)
+    if record.outcome == "unparseable":
         where = "wrong call" if "[CALL]" in detail or "callee" in detail else "unparseable output"
         return Failure(where, "malformed" if where == "unparseable output" else "other", got=detail)
-    if outcome == "error":
+    if record.outcome == "error":
         return Failure("runtime error", "other", got=detail)
-    return classify_answer(_field(record, "expr"), _field(record, "truth") or "", _field(record, "answer"),
-                           where="aligner (O)")
+    return classify_answer(record.expr, record.target, record.answer, where="aligner (O)")
 
 
 def classify_answer(expr: str, truth: str, answer: str | None, where: str = "answer") -> Failure | None:
     """A final answer against the truth (a baseline's, read by the tasks' scorer): None if it is right."""
-    if answer is not None and answer.strip().lower() == truth.strip().lower():
+    if exact_match(answer, truth):
         return None
     if answer is None or not answer.strip():
         return Failure("unparseable output" if where == "answer" else where, "malformed", expected=truth,

@@ -1,4 +1,4 @@
-"""Answer extraction and scoring, shared by the lm-eval tasks and the suite.
+"""Answer extraction and scoring: one rule for every system (`score`), CAEF's runs included.
 
 Scoring rule (the protocol: one attempt, exact match against the ground truth):
 integer answers must equal the ground truth as strings after stripping
@@ -139,6 +139,45 @@ def extract_answer(text: str, op: str, style: str) -> str | None:
     if style == "chat":
         return extract_chat_answer(text, op)
     raise ValueError(f"unknown prompt style {style!r}; expected one of {PROMPT_STYLES}")
+
+
+def score(output: str | None, target: str, op: str | None, style: str) -> bool:
+    """The benchmark's one rule: is the answer in a system's output (`extract_answer`, read as the
+    prompt style asks) the target (`exact_match`)? Every system is scored by it: the baselines
+    through the lm-eval tasks' hooks, CAEF's runs through `is_correct`. No output is wrong."""
+    if output is None:
+        return False
+    return exact_match(extract_answer(output, op, style), target)
+
+
+# CAEF answers with aligner (O)'s text after "=": the answer alone, as a bare ``45+67=`` prompt asks
+# (the `caef` lm-eval model hands the same text to the bare tasks).
+CAEF_STYLE = "bare"
+
+
+def is_correct(record) -> bool:
+    """Whether a CAEF run (a `runtime.ProblemRecord`) answered its target, by `score`."""
+    if record.target is None:
+        raise ValueError(f"{record.id}: the record has no target to score its answer against")
+    return record.outcome == "answered" and score(record.answer, record.target, None, CAEF_STYLE)
+
+
+def verdict(record) -> str:
+    """How a CAEF run ended, judged: "ok" or "wrong_answer" for a run that answered, else the
+    runtime's outcome ("no_halt", "unparseable", "error")."""
+    if record.outcome != "answered":
+        return record.outcome
+    return "ok" if is_correct(record) else "wrong_answer"
+
+
+def text_accuracy(cases: list[tuple[str, str]], outputs: list[str], keep: int | None = 5) -> dict:
+    """Accuracy of a component's outputs, (prompt, expected text) each: an executor step or an
+    aligner conversion is right only when its whole text is the machine's. The first `keep`
+    misses are kept beside the numbers (None: all)."""
+    failures = [{"prompt": prompt, "expected": expected, "got": got}
+                for (prompt, expected), got in zip(cases, outputs, strict=True) if got != expected]
+    return {**accuracy({"correct": got == expected} for (_, expected), got in zip(cases, outputs)),
+            "failures": failures[:keep]}
 
 
 def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:

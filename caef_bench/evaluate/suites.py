@@ -6,18 +6,19 @@ resumes without redoing or losing problems.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from caef_bench.data.testsets import load_cell, table1_cells
-from caef_bench.evaluate.scoring import accuracy
-from caef_bench.machines import OPERATIONS, run
+from caef_bench.evaluate.scoring import accuracy, is_correct, text_accuracy, verdict
+from caef_bench.machines import OPERATIONS, parse_expression, result, run
 from caef_bench.machines.composers import CALLEES
 from caef_bench.models.names import aligner_name, executor_of_machine
-from caef_bench.runtime import Problem, load_records, solve_to_file
+from caef_bench.runtime import Problem, load_records, solve_batch, solve_to_file
 from caef_bench.runtime.hf import RoutedModel
 from caef_bench.runtime.oracle import OracleModel
-from caef_bench.runtime.reuse import ReusedSteps
+from caef_bench.paths import WORK_DIR
+from caef_bench.runtime.reuse import ReusedSteps, read_weights, unchanged_adapters, write_weights
 
 # table1: every system of baselines/ through lm-eval (evaluate.table1); repeated: the repeated-digit
 # failure analysis (evaluate.repeated)
@@ -27,6 +28,20 @@ SUITES = ("table2", "caef", "table1", "repeated")
 def cell_problems(cell: str, limit: int | None) -> list[dict]:
     problems = load_cell(cell)
     return problems[:limit] if limit else problems
+
+
+def solve_expression(model, expr: str):
+    """One expression (no dataset row), traced; its target is the machines' answer. Returns the
+    record and whether it is right, by the rule every system is scored by."""
+    expression = parse_expression(expr)
+    record = solve_batch([Problem("cli", expr, str(result(expression.op, expression.a, expression.b)))], model,
+                         mode="traced")[0]
+    return record, is_correct(record)
+
+
+def as_problems(rows: list[dict]) -> list[Problem]:
+    """Test-set rows as the runtime takes them, each with its answer as the target."""
+    return [Problem(row["id"], row["expr"], row["answer"]) for row in rows]
 
 
 def solve_cell(problems: list[Problem], model, path: Path, reuse: Reuse | None = None,
@@ -65,19 +80,19 @@ def _reuse_counts(records, prefix: str = "") -> dict:
 
 
 def _summary(records) -> dict:
-    return accuracy([{"correct": r.correct} for r in records])
+    return accuracy({"correct": is_correct(r)} for r in records)
 
 
 def _exact_traces(records) -> dict:
     """Right answers reached with every step the machine's (traced records: no first divergence)."""
-    return accuracy([{"correct": r.correct and r.first_divergence is None} for r in records])
+    return accuracy({"correct": is_correct(r) and r.first_divergence is None} for r in records)
 
 
 def run_caef(model, cells, limit, records_dir: Path, progress=None, reuse: Reuse | None = None) -> dict:
     """End-to-end, free-running: aligner (I), the executors, aligner (O), all from the model."""
     results = {}
     for cell in cells:
-        problems = [Problem(p["id"], p["expr"]) for p in cell_problems(cell, limit)]
+        problems = as_problems(cell_problems(cell, limit))
         records, resumed = solve_cell(problems, model, records_dir / f"caef_{cell}.jsonl", reuse, mode="traced")
         results[cell] = {"end_to_end": _summary(records), "exact trace": _exact_traces(records),
                          "outcomes": _outcomes(records), "resumed": resumed,
@@ -90,14 +105,17 @@ def run_caef(model, cells, limit, records_dir: Path, progress=None, reuse: Reuse
 def _outcomes(records) -> dict:
     counts: dict[str, int] = {}
     for record in records:
-        counts[record.outcome] = counts.get(record.outcome, 0) + 1
+        judged = verdict(record)
+        counts[judged] = counts.get(judged, 0) + 1
     return counts
 
 
-def _aligner_accuracy(model, op: str, prompts_expected: list[tuple[str, str]]) -> dict:
-    outputs = model.generate([p for p, _ in prompts_expected], aligner_name(op))
-    texts = [getattr(o, "text", o) for o in outputs]
-    return accuracy([{"correct": got == expected} for (_, expected), got in zip(prompts_expected, texts)])
+def _aligner_accuracy(model, op: str, cases: list[tuple[str, str]]) -> dict:
+    """One aligner direction over a cell: (prompt, the machines' text) cases, scored as every
+    component is (whole texts, `scoring.text_accuracy`)."""
+    outputs = model.generate([prompt for prompt, _ in cases], aligner_name(op))
+    scored = text_accuracy(cases, [getattr(o, "text", o) for o in outputs])
+    return {key: value for key, value in scored.items() if key != "failures"}  # (Table 2 keeps numbers only)
 
 
 def run_table2(model, cells, limit, records_dir: Path, progress=None, reuse: Reuse | None = None) -> dict:
@@ -113,7 +131,7 @@ def run_table2(model, cells, limit, records_dir: Path, progress=None, reuse: Reu
         op = problems[0]["op"]
         # Table 1's traced records of the same cell hold the same executor calls wherever its
         # aligner (I) was right: with --reuse-steps their executor steps answer these too.
-        records, resumed = solve_cell([Problem(p["id"], p["expr"]) for p in problems], executors_only,
+        records, resumed = solve_cell(as_problems(problems), executors_only,
                                       records_dir / f"table2_{cell}.jsonl", reuse,
                                       reuse_from=(f"caef_{cell}.jsonl",), mode="traced")
         runs = [run(op, int(p["a"]), int(p["b"])) for p in problems]
@@ -133,6 +151,104 @@ def run_table2(model, cells, limit, records_dir: Path, progress=None, reuse: Reu
 
 def default_cells() -> list[str]:
     return table1_cells()
+
+
+def check_cells(cells: list[str] | None) -> list[str]:
+    """The cells asked for (default: every Table 1 cell); an unknown one is an error naming the known."""
+    known = default_cells()
+    unknown = [cell for cell in cells or () if cell not in known]
+    if unknown:
+        raise ValueError(f"unknown cell(s) {', '.join(unknown)}; expected some of {','.join(known)}")
+    return list(cells) if cells else known
+
+
+# --------------------------------------------------------------------------- a suite's run, from request to results
+
+
+RESULT_NAMES = {"table2": "table2", "caef": "table1_caef"}  # each suite's results file, <name>.md / <name>.json
+RUNNERS = {"table2": run_table2, "caef": run_caef}
+
+
+@dataclass(frozen=True)
+class SuiteRequest:
+    """A CAEF suite as a command asks for it (`caef-bench run --suite table2|caef`)."""
+
+    suite: str
+    tier: str
+    command: str  # recorded with the results
+    cells: tuple[str, ...]
+    limit: int | None = None
+    checkpoints: str | None = None
+    records: Path | None = None  # default: work/records/<tier>-<weights>/
+    reuse_steps: Path | None = None  # an earlier run's records folder, for calls to unchanged adapters
+    keep_unchanged: bool = False  # carry over the earlier results file's cells whose adapters did not change
+
+
+@dataclass
+class SuiteResults:
+    """What a suite run made: the results document (as its JSON file holds it) and what its report says
+    of where the numbers come from."""
+
+    suite: str
+    document: dict
+    records: Path
+    reuse_sources: list = field(default_factory=list)  # [{"folder", "weights"}] of reused steps
+    kept: dict = field(default_factory=dict)  # cells carried over from earlier results (with their `made_by`)
+
+    @property
+    def name(self) -> str:
+        return RESULT_NAMES[self.suite]
+
+
+def records_folder(model, tier: str, given: str | Path | None = None, reused_from: dict | None = None
+                   ) -> tuple[Path, list]:
+    """Where a run's per-problem records go, and the earlier runs its records reuse steps from.
+
+    The default folder is per weights (work/records/<tier>-<weights>/), so records of other weights are
+    never resumed into these results; its weights.json names them (runtime.reuse)."""
+    folder = Path(given or WORK_DIR / "records" / f"{tier}-{model.fingerprint}")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder, write_weights(folder, model.fingerprint, model.adapter_fingerprints, reused_from)["reused_from"]
+
+
+def steps_to_reuse(folder: str | Path, model) -> tuple[Reuse, dict, list[str]]:
+    """`--reuse-steps FOLDER`: the adapters whose calls its records may answer (unchanged since), the
+    folder as results name it, and the adapters that changed."""
+    earlier = read_weights(folder)
+    reuse = Reuse(Path(folder), frozenset(unchanged_adapters(earlier["adapters"], model.adapter_fingerprints)))
+    changed = sorted(set(model.adapter_fingerprints) - reuse.adapters)
+    return reuse, {"folder": str(folder), "weights": earlier["weights"]}, changed
+
+
+def run_suite(model, request: SuiteRequest, out: Path, progress=None, say=print) -> SuiteResults:
+    """Solve (or read from the records) every cell of a CAEF suite and assemble its results document."""
+    import json
+    import time
+
+    reuse, source = None, None
+    if request.reuse_steps:
+        reuse, source, changed = steps_to_reuse(request.reuse_steps, model)
+        say(f"reusing steps of {len(reuse.adapters)} unchanged adapters from {request.reuse_steps} "
+            f"(weights {source['weights']}); changed or new: {', '.join(changed) or 'none'}")
+    records, sources = records_folder(model, request.tier, request.records, source)
+    started = time.perf_counter()
+    results = RUNNERS[request.suite](model, list(request.cells), request.limit, records, progress, reuse)
+    name = RESULT_NAMES[request.suite]
+    kept = {}
+    if request.keep_unchanged:
+        earlier_file = out / f"{name}.json"
+        if not earlier_file.is_file():
+            raise FileNotFoundError(f"--keep-unchanged: no earlier results at {earlier_file}")
+        kept, dropped = carry_over(json.loads(earlier_file.read_text()), model.adapter_fingerprints, request.cells)
+        if dropped:
+            say(f"not kept from {earlier_file} (an adapter they call changed; run them): {', '.join(dropped)}")
+        if kept:
+            order = default_cells()
+            results = dict(sorted({**kept, **results}.items(), key=lambda item: order.index(item[0])))
+    document = {"command": request.command, "tier": request.tier, "checkpoints": request.checkpoints,
+                "weights": model.fingerprint, "limit": request.limit, "adapters": model.adapter_fingerprints,
+                "seconds": round(time.perf_counter() - started, 1), "results": results}
+    return SuiteResults(request.suite, document, records, sources, kept)
 
 
 def cell_adapters(cell: str) -> set[str]:

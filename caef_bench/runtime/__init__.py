@@ -3,8 +3,8 @@
     from caef_bench.runtime import Problem, solve_batch, solve_to_file
     from caef_bench.runtime.oracle import OracleModel
 
-    records = solve_batch([Problem("p0", "45+67=")], OracleModel(), mode="traced")
-    records[0].answer, records[0].outcome      # ("112", "ok")
+    records = solve_batch([Problem("p0", "45+67=", target="112")], OracleModel(), mode="traced")
+    records[0].answer, records[0].outcome      # ("112", "answered"): evaluate.scoring judges the answer
 
 A model is anything with ``generate(prompts, adapter) -> completions`` (see
 `StepModel`); `oracle` has one made of the machines (the speculative drafter,

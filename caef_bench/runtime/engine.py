@@ -5,7 +5,7 @@ calls. For one problem:
 
     "45+67="  --aligner_add-->  the start state ("ADD, q0, ...\\nCMD: ...")
     state i   --executor_add--> state i+1, until the halt state ("ADD, qH, ...")
-    halt text --aligner_add-->  "45+67=112", whose result is scored by exact match
+    halt text --aligner_add-->  "45+67=112", whose result is the answer
 
 Composers (SUB, MUL, DIV) call executors. A composer's output that issues
 "[CALL] X" also holds X's start state and command; the runtime pushes a frame
@@ -21,7 +21,7 @@ calls of 1000 prompts each, not 104,000 calls.
 
 Modes:
 - "free": the model's own outputs are fed back (the paper's setting); only
-  the final answer is scored.
+  the final answer is reported.
 - "traced": free-running as well, and each step is also compared with the
   machine's step (`caef_bench.machines.classify`) until the first difference,
   which is recorded with its error class. Before that difference the runtime
@@ -36,6 +36,10 @@ of the next step from the parsed snapshot. For every output that parses,
 ``render(parse(t)) == t``, so this is the model's own text; the only thing the
 runtime decides is the trailing newline that composer inputs carry and
 executor inputs do not (the reference format).
+
+The runtime solves; it does not judge. A record holds the answer, how the run
+ended and its trace; `caef_bench.evaluate.scoring` decides whether the answer is
+the problem's target, by the rule every system of the benchmark is scored by.
 """
 
 from __future__ import annotations
@@ -45,7 +49,6 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Protocol, Sequence
 
-from caef_bench.evaluate.scoring import exact_match
 from caef_bench.machines import (
     ComposerRun,
     FormatError,
@@ -79,8 +82,12 @@ BUDGET_SLACK = 20
 
 @dataclass(frozen=True)
 class Problem:
+    """One dataset row as the runtime takes it. The target is not read here: it rides along in the
+    record so that the scorer finds it beside the answer."""
+
     id: str
     expr: str  # the templated expression, "45+67="
+    target: str | None = None  # the dataset's answer, "112"
 
 
 @dataclass(frozen=True)
@@ -182,7 +189,7 @@ class _Attempt:
 
     def __init__(self, problem: Problem, mode: str, started: float, keep_steps: bool):
         self.problem, self.started, self.keep_steps = problem, started, keep_steps
-        self.record = ProblemRecord(id=problem.id, expr=problem.expr, mode=mode, truth=None)
+        self.record = ProblemRecord(id=problem.id, expr=problem.expr, mode=mode, target=problem.target)
         self.done = False
         self.adapter = self.prompt = ""  # the pending call
         self.depth = 0
@@ -202,13 +209,12 @@ class _Attempt:
                 error_class, expected if error_class else None, completion.reused or None))
         return index
 
-    def _score(self, final: str) -> None:
+    def _answer(self, final: str) -> None:
         """Aligner (O)'s completion: the answer is what follows its last '='."""
         record = self.record
         record.final = final
         record.answer = final.rpartition("=")[2].strip() if "=" in final else None
-        record.correct = exact_match(record.answer, record.truth)
-        self._finish("ok" if record.correct else "wrong_answer")
+        self._finish("answered")
 
     def _finish(self, outcome: str, detail: str | None = None) -> None:
         self.record.outcome, self.record.detail = outcome, detail
@@ -246,7 +252,7 @@ class _FreeRunning(_Attempt):
             self.record.first_divergence = Divergence(index, self.adapter, error_class, expected, text)
         try:
             if self.phase == "align_output":
-                self._score(text)
+                self._answer(text)
                 return
             if self.phase == "align_input":
                 # The start text is the top machine's first state: it opens the bottom frame.
@@ -348,7 +354,7 @@ class _TeacherForced(_Attempt):
                 self.record.first_divergence = Divergence(index, self.adapter, error_class, self.step.output,
                                                           completion.text)
         if self.step.kind == "align_output":
-            self._score(completion.text)
+            self._answer(completion.text)
         else:
             self._next()
 
@@ -454,7 +460,6 @@ def _start(problem: Problem, mode: str, started: float, keep_steps: bool, step_b
         attempt = _Attempt(problem, **common)
         attempt._finish("error", str(error))
         return attempt
-    truth = str(result(expression.op, expression.a, expression.b))
     if mode == "teacher_forcing":
         attempt = _TeacherForced(problem, reference_steps(problem.expr), **common)
     else:
@@ -462,7 +467,6 @@ def _start(problem: Problem, mode: str, started: float, keep_steps: bool, step_b
         reference = reference_steps(problem.expr) if mode == "traced" else None
         attempt = _FreeRunning(problem, expression.op, machine_run.machine, reference, budget, **common)
         attempt.record.step_budget = budget
-    attempt.record.truth = truth
     return attempt
 
 

@@ -7,11 +7,16 @@ a last line that has no newline (it is incomplete by construction, since every
 record is written as ``json + "\\n"``), and `resume` cuts it off the file before
 anything is appended, so that the next record starts on a line of its own.
 
+The runtime does not judge answers: whether an answer is right is
+`caef_bench.evaluate.scoring`'s call, the same rule for every system. Records
+written before that split (with `truth`, `correct` and the outcomes "ok" and
+"wrong_answer") read as records of this form.
+
 Record fields (JSON keys in the order written):
     id, expr, mode          the problem and how it was run: "free", "traced" or "teacher_forcing"
-    truth                   Python's result as text ("112", "True"); None when the expression is invalid
-    answer, final           the answer scored (what follows the last "=" of aligner (O)'s completion), and that completion
-    correct, outcome        exact match of answer and truth; "ok", "wrong_answer", "no_halt", "unparseable" or "error"
+    target                  the dataset's answer ("112", "True"), passed through for the scorer; None when not given
+    answer, final           the system's answer (what follows the last "=" of aligner (O)'s completion), and that completion
+    outcome                 how the run ended: "answered", "no_halt", "unparseable" or "error"
     detail                  why a problem stopped early (the parse error, the step budget, ...)
     n_steps, step_budget    model calls made (aligner steps included), and the most the problem was allowed
     first_divergence        traced modes: {step, adapter, error_class, expected, got} of the first step that
@@ -30,7 +35,9 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Iterable
 
-OUTCOMES = ("ok", "wrong_answer", "no_halt", "unparseable", "error")
+OUTCOMES = ("answered", "no_halt", "unparseable", "error")
+# Older records judged their answers; their answered outcomes were these
+_JUDGED_OUTCOMES = ("ok", "wrong_answer")
 
 
 @dataclass
@@ -74,10 +81,9 @@ class ProblemRecord:
     id: str
     expr: str
     mode: str
-    truth: str | None
+    target: str | None = None
     answer: str | None = None
     final: str | None = None
-    correct: bool = False
     outcome: str = "error"
     detail: str | None = None
     n_steps: int = 0
@@ -103,6 +109,10 @@ class ProblemRecord:
     def from_dict(cls, d: dict) -> ProblemRecord:
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in d.items() if k in known}
+        if "target" not in d and "truth" in d:  # a record written before the runtime stopped judging answers
+            values["target"] = d["truth"]
+        if values.get("outcome") in _JUDGED_OUTCOMES:
+            values["outcome"] = "answered"
         if values.get("first_divergence"):
             values["first_divergence"] = Divergence(**values["first_divergence"])
         values["steps"] = [StepRecord(**step) for step in values.get("steps", [])]

@@ -132,13 +132,13 @@ def _device(args: argparse.Namespace) -> str:
 
 
 def _solve(args: argparse.Namespace) -> int:
+    from .evaluate.suites import solve_expression
     from .models.limits import check_supported
-    from .runtime import Problem, solve_batch
     from .runtime.hf import load_step_model
 
     check_supported(args.model, args.expr)  # bad input, or operands the tier was not built for, fail here
     model = load_step_model(args.model, args.checkpoints, speculative=not args.no_speculative, device=_device(args))
-    record = solve_batch([Problem("cli", args.expr)], model, mode="traced")[0]
+    record, correct = solve_expression(model, args.expr)
     if args.trace:
         for i, step in enumerate(record.steps, 1):
             indent = "    " * step.depth
@@ -149,18 +149,15 @@ def _solve(args: argparse.Namespace) -> int:
         print(f"first divergence from the machine: step {d.step}, {d.error_class}")
     stats = model.stats
     print(f"{stats.steps} model calls, {stats.forward_passes} forward passes, {record.seconds:.2f} s", file=sys.stderr)
-    return 0 if record.correct else 1
+    return 0 if correct else 1
 
 
 def _run(args: argparse.Namespace) -> int:
-    import json
-    import time
     from pathlib import Path
 
-    from .evaluate.suites import SUITES, Reuse, default_cells, run_caef, run_table2
-    from .report.tables import CAEF_METRICS, TABLE2_METRICS, markdown_table
+    from .evaluate.suites import SUITES, SuiteRequest, check_cells, run_suite
+    from .report.tables import write_suite
     from .runtime.hf import load_step_model
-    from .runtime.reuse import read_weights, unchanged_adapters, write_weights
 
     if args.suite not in SUITES:
         raise ValueError(f"unknown suite {args.suite!r}; expected one of {', '.join(SUITES)}")
@@ -168,80 +165,20 @@ def _run(args: argparse.Namespace) -> int:
         return _run_table1(args)
     if args.suite == "repeated":
         return _run_repeated(args)
-    cells = args.cells.split(",") if args.cells else default_cells()
-    unknown = [c for c in cells if c not in default_cells()]
-    if unknown:
-        raise ValueError(f"unknown cell(s) {', '.join(unknown)}; expected some of {','.join(default_cells())}")
+    request = SuiteRequest(
+        suite=args.suite, tier=args.model, command=args.command_line,
+        cells=tuple(check_cells(args.cells.split(",") if args.cells else None)), limit=args.limit,
+        checkpoints=args.checkpoints, records=Path(args.records) if args.records else None,
+        reuse_steps=Path(args.reuse_steps) if args.reuse_steps else None, keep_unchanged=args.keep_unchanged)
     model = load_step_model(args.model, args.checkpoints, speculative=not args.no_speculative, device=_device(args))
-    # Records of other weights must not be resumed into these results: the default folder is per weights.
-    records = Path(args.records or WORK_DIR / "records" / f"{args.model}-{model.fingerprint}")
-    records.mkdir(parents=True, exist_ok=True)
-    reuse, source = None, None
-    if args.reuse_steps:
-        earlier = read_weights(args.reuse_steps)
-        unchanged = unchanged_adapters(earlier["adapters"], model.adapter_fingerprints)
-        reuse = Reuse(Path(args.reuse_steps), frozenset(unchanged))
-        source = {"folder": str(args.reuse_steps), "weights": earlier["weights"]}
-        changed = sorted(set(model.adapter_fingerprints) - reuse.adapters)
-        print(f"reusing steps of {len(reuse.adapters)} unchanged adapters from {args.reuse_steps} "
-              f"(weights {earlier['weights']}); changed or new: {', '.join(changed) or 'none'}", file=sys.stderr)
-    sources = write_weights(records, model.fingerprint, model.adapter_fingerprints, source)["reused_from"]
-    started = time.perf_counter()
+    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
 
     def progress(cell, result):
-        print(f"{cell}: " + ", ".join(f"{k} {v['accuracy']:.1%} (N={v['n']})" for k, v in result.items() if isinstance(v, dict) and "n" in v),
-              file=sys.stderr, flush=True)
+        say(f"{cell}: " + ", ".join(f"{k} {v['accuracy']:.1%} (N={v['n']})"
+                                    for k, v in result.items() if isinstance(v, dict) and "n" in v))
 
-    runner = run_table2 if args.suite == "table2" else run_caef
-    results = runner(model, cells, args.limit, records, progress, reuse)
-    command = args.command_line
-    title, metrics, name = (("Table 2: component accuracy", TABLE2_METRICS, "table2") if args.suite == "table2"
-                            else ("Table 1: CAEF end-to-end accuracy", CAEF_METRICS, "table1_caef"))
-    out = Path(args.out)
-    kept = {}
-    if args.keep_unchanged:
-        from .evaluate.suites import carry_over
-
-        earlier_file = out / f"{name}.json"
-        if not earlier_file.is_file():
-            raise FileNotFoundError(f"--keep-unchanged: no earlier results at {earlier_file}")
-        kept, dropped = carry_over(json.loads(earlier_file.read_text()), model.adapter_fingerprints, cells)
-        if dropped:
-            print(f"not kept from {earlier_file} (an adapter they call changed; run them): {', '.join(dropped)}",
-                  file=sys.stderr)
-    header = (f"Generated by `{command}` on the {args.model} tier"
-              f"{' (' + args.checkpoints + ')' if args.checkpoints else ''}, weights `{model.fingerprint}`; N problems per cell from the committed "
-              f"test sets{' (first ' + str(args.limit) + ')' if args.limit else ''}; accuracy % with Wilson 95% "
-              f"intervals; paper: Lai et al., arXiv 2410.07896. Per-problem records: `{records}/`.")
-    resumed, total = sum(r.get("resumed", 0) for r in results.values()), sum(_cell_n(r) for r in results.values())
-    if resumed:  # say so: those problems were solved by an earlier run (maybe on another device), not this one
-        header += (f" {resumed} of the {total} problem runs were read from records that earlier runs wrote for "
-                   f"these same weights, not solved again by this command.")
-    calls, reused = (sum(r.get(k, 0) for r in results.values()) for k in ("model_calls", "reused_calls"))
-    if reused:  # say which: those outputs come from other weights' records, for adapters whose bytes are the same
-        named = ", ".join(f"`{s['folder']}/` of weights `{s['weights']}`" for s in sources)
-        header += (f" {reused} of the {calls} model calls in these records were answered from the records of "
-                   f"an earlier run ({named or 'not named'}), for adapters whose bytes, base and position "
-                   f"scheme are the same in both (`--reuse-steps`; each such step says `reused`).")
-    if kept:  # say which cells come from which earlier command
-        origins: dict[tuple, list[str]] = {}
-        for cell, result in kept.items():
-            made_by = result["made_by"]
-            origins.setdefault((made_by["command"], made_by["weights"]), []).append(cell)
-        header += " Cells not solved by this command, kept from earlier runs whose adapters for them are " \
-                  "byte-identical to these (`--keep-unchanged`): " + "; ".join(
-                      f"{', '.join(c)} by `{command_}` on weights `{weights}`" for (command_, weights), c in origins.items()) + "."
-        order = default_cells()
-        results = dict(sorted({**kept, **results}.items(), key=lambda item: order.index(item[0])))
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{name}.md").write_text(markdown_table(results, metrics, title, header))
-    (out / f"{name}.json").write_text(json.dumps({"command": command, "tier": args.model,
-                                                  "checkpoints": args.checkpoints, "weights": model.fingerprint,
-                                                  "limit": args.limit,
-                                                  "adapters": model.adapter_fingerprints,
-                                                  "seconds": round(time.perf_counter() - started, 1),
-                                                  "results": results}, indent=1) + "\n")
-    print(f"wrote {out / (name + '.md')} and {out / (name + '.json')}")
+    for path in write_suite(run_suite(model, request, Path(args.out), progress, say), args.out):
+        print(f"wrote {path}")
     return 0
 
 
@@ -305,75 +242,26 @@ def _system_limits(text: str | None, known) -> dict[str, int]:
 
 
 def _run_repeated(args: argparse.Namespace) -> int:
-    """The repeated-digit failure analysis (issue 23): CAEF traced through the runtime, the other systems
-    through lm-eval, and the one-step stress; results/failure_analysis.* (default results/local/)."""
-    import time
+    """The repeated-digit failure analysis: results/failure_analysis.* (default results/local/)."""
     from pathlib import Path
 
-    from .evaluate.repeated import run_baseline_repeated, run_caef_repeated, run_onestep_repeated, select_cells
+    from .evaluate.repeated import RepeatedRequest, run_repeated, select_cells
     from .report.failures import write_failure_analysis
-    from .runtime.hf import load_step_model
-    from .runtime.reuse import write_weights
 
     systems, chosen = _chosen_systems(args.systems)
-    limits = _system_limits(args.limits, systems)
     cells = select_cells(args.cells)
-    cells_of = _cells_of(args.cells_of, systems, cells, select_cells)
-    work = Path(args.work or WORK_DIR / "repeated")
-    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
-    started = time.perf_counter()
-    results = {"command": args.command_line, "tier": args.model, "checkpoints": args.checkpoints, "seed": args.seed,
-               "onestep_per_cell": args.onestep_per_cell, "cells": cells, "systems": {}}
-    step_model = None
-    for name in chosen:
-        system = systems[name]
-        limit = limits.get(name, args.limit if args.limit is not None else system.limit)
-        own_cells = cells_of.get(name, cells)
-        base = {"kind": "caef" if system.model == "caef" else "lm-eval", "paper_row": system.paper_row,
-                "description": system.description, "limit": limit, "n_cells": len(own_cells)}
-        reason = system.unavailable()
-        if reason:
-            say(f"{name}: skipped, {reason}")
-            results["systems"][name] = {**base, "skipped": reason}
-            continue
-        if system.model == "caef":
-            # CAEF runs through the runtime itself, traced, so every failure has its first divergence.
-            tier = system.resolved_model_args().get("tier", args.model)
-            step_model = step_model or load_step_model(tier, args.checkpoints, speculative=not args.no_speculative,
-                                                       device=_device(args))
-            records = Path(args.records or WORK_DIR / "records" / f"{tier}-{step_model.fingerprint}")
-            records.mkdir(parents=True, exist_ok=True)
-            write_weights(records, step_model.fingerprint, step_model.adapter_fingerprints)
-            results.update(tier=tier, weights=step_model.fingerprint, adapters=step_model.adapter_fingerprints,
-                           position_scheme=getattr(step_model.codec, "scheme", None), records=str(records))
-            say(f"{name}: {len(cells)} cells, {limit or 'all'} problems each, traced (records: {records}/)")
-            cells_done = run_caef_repeated(step_model, own_cells, limit, records, progress=lambda cell, r: say(
-                f"  {cell}: {r['end_to_end']['n'] - r['end_to_end']['correct']}/{r['end_to_end']['n']} wrong"))
-            results["systems"][name] = {**base, "records": str(records), "cells": cells_done}
-        else:
-            results["systems"][name] = {**base, **run_baseline_repeated(system, own_cells, limit, work, say)}
-    if args.onestep_per_cell:
-        if step_model is None:
-            step_model = load_step_model(args.model, args.checkpoints, device=_device(args))
-            results.update(weights=step_model.fingerprint, adapters=step_model.adapter_fingerprints)
-        store = work / f"onestep-{step_model.fingerprint}.json"
-        onestep_cells = [cell for cell in select_cells(args.onestep_cells) if cell in cells] if args.onestep_cells else cells
-        results["onestep_cells"] = len(onestep_cells)
-        say(f"one-step stress: {args.onestep_per_cell} cases per adapter and cell (kept in {store})")
-        results["onestep"] = run_onestep_repeated(step_model, onestep_cells, args.onestep_per_cell, args.seed, store,
-                                                  progress=lambda key, r: say(f"  {key}: " + ", ".join(
-                                                      f"{c} {v['n'] - v['correct']}/{v['n']} wrong" for c, v in r.items())))
-    results.setdefault("weights", None)
-    results.setdefault("records", None)
-    results["seconds"] = round(time.perf_counter() - started, 1)
+    request = RepeatedRequest(
+        command=args.command_line, tier=args.model, cells=tuple(cells), systems=tuple(systems[n] for n in chosen),
+        work=Path(args.work or WORK_DIR / "repeated"), checkpoints=args.checkpoints,
+        records=Path(args.records) if args.records else None, limit=args.limit,
+        limits=_system_limits(args.limits, systems), cells_of=_cells_of(args.cells_of, systems, cells, select_cells),
+        seed=args.seed, onestep_per_cell=args.onestep_per_cell,
+        onestep_cells=tuple(select_cells(args.onestep_cells)) if args.onestep_cells else None,
+        speculative=not args.no_speculative, device=_device(args))
+    results = run_repeated(request, say=lambda line: print(line, file=sys.stderr, flush=True))
     for path in write_failure_analysis(results, args.out):
         print(f"wrote {path}")
     return 0
-
-
-def _cell_n(result: dict) -> int:
-    """Problems in one cell's result (its first metric's N)."""
-    return next(v["n"] for v in result.values() if isinstance(v, dict) and "n" in v)
 
 
 def _onestep(args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""The repeated-digit suite behind `caef-bench run --suite repeated` (issue 23).
+"""The repeated-digit suite behind `caef-bench run --suite repeated`.
 
 Three measurements on the repeated-digit test sets (`rep_<op>_<n>_<p1|p2|p3|mixed|control>`):
 - CAEF end to end, traced, through the runtime (`suites.run_caef`: one records file per cell under
@@ -18,13 +18,15 @@ Three measurements on the repeated-digit test sets (`rep_<op>_<n>_<p1|p2|p3|mixe
 from __future__ import annotations
 
 import json
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from caef_bench.data.testsets import load_cell, match_cells, repeated_cells
 from caef_bench.evaluate.failures import classify_answer, classify_record, classify_step, mark_difference
 from caef_bench.evaluate.onestep import SUB_CALLEES, aligner_cases, executor_cases, repeated_cells_for, score_cases
 from caef_bench.evaluate.scoring import extract_answer, wilson_interval
-from caef_bench.evaluate.suites import cell_problems, run_caef
+from caef_bench.evaluate.suites import cell_problems, records_folder, run_caef
 from caef_bench.evaluate.systems import System
 from caef_bench.evaluate.table1 import read_samples, reply_text, run_system
 from caef_bench.models.names import adapter_name
@@ -190,3 +192,81 @@ def error_rate(errors: int, n: int) -> dict:
     """k errors of n with the Wilson 95% interval of the error rate."""
     low, high = wilson_interval(errors, n)
     return {"n": n, "errors": errors, "rate": errors / n if n else 0.0, "ci_low": low, "ci_high": high}
+
+
+# --------------------------------------------------------------------------- the suite, from request to results
+
+
+@dataclass(frozen=True)
+class RepeatedRequest:
+    """`caef-bench run --suite repeated` as a command asks for it."""
+
+    command: str
+    tier: str  # CAEF's tier, unless its system file names one
+    cells: tuple[str, ...]
+    systems: tuple[System, ...]  # in the order they run
+    work: Path  # lm-eval outputs of the baselines, the one-step store
+    checkpoints: str | None = None
+    records: Path | None = None  # CAEF's records folder; default per weights (suites.records_folder)
+    limit: int | None = None  # problems per cell for every system (default each system's own)
+    limits: dict = field(default_factory=dict)  # {system name: problems per cell}, over `limit`
+    cells_of: dict = field(default_factory=dict)  # {system name: its cells}, a slow system on fewer
+    seed: int = 0
+    onestep_per_cell: int = 0  # 0: no one-step stress
+    onestep_cells: tuple[str, ...] | None = None  # default: every cell of the run
+    speculative: bool = True
+    device: str | None = None
+
+    def limit_of(self, system: System) -> int | None:
+        return self.limits.get(system.name, self.limit if self.limit is not None else system.limit)
+
+
+def run_repeated(request: RepeatedRequest, say=print) -> dict:
+    """Every system on the repeated-digit cells, then the one-step stress: the results document that
+    `report.failures.write_failure_analysis` reads."""
+    from caef_bench.runtime.hf import load_step_model
+
+    started = time.perf_counter()
+    results = {"command": request.command, "tier": request.tier, "checkpoints": request.checkpoints,
+               "seed": request.seed, "onestep_per_cell": request.onestep_per_cell, "cells": list(request.cells),
+               "systems": {}}
+    step_model = None
+    for system in request.systems:
+        limit, own_cells = request.limit_of(system), request.cells_of.get(system.name, list(request.cells))
+        base = {"kind": "caef" if system.model == "caef" else "lm-eval", "paper_row": system.paper_row,
+                "description": system.description, "limit": limit, "n_cells": len(own_cells)}
+        reason = system.unavailable()
+        if reason:
+            say(f"{system.name}: skipped, {reason}")
+            results["systems"][system.name] = {**base, "skipped": reason}
+            continue
+        if system.model != "caef":
+            results["systems"][system.name] = {**base, **run_baseline_repeated(system, own_cells, limit, request.work, say)}
+            continue
+        # CAEF runs through the runtime itself, traced, so every failure has its first divergence.
+        tier = system.resolved_model_args().get("tier", request.tier)
+        step_model = step_model or load_step_model(tier, request.checkpoints, speculative=request.speculative,
+                                                   device=request.device)
+        records, _ = records_folder(step_model, tier, request.records)
+        results.update(tier=tier, weights=step_model.fingerprint, adapters=step_model.adapter_fingerprints,
+                       position_scheme=getattr(step_model.codec, "scheme", None), records=str(records))
+        say(f"{system.name}: {len(request.cells)} cells, {limit or 'all'} problems each, traced (records: {records}/)")
+        cells_done = run_caef_repeated(step_model, own_cells, limit, records, progress=lambda cell, r: say(
+            f"  {cell}: {r['end_to_end']['n'] - r['end_to_end']['correct']}/{r['end_to_end']['n']} wrong"))
+        results["systems"][system.name] = {**base, "records": str(records), "cells": cells_done}
+    if request.onestep_per_cell:
+        if step_model is None:
+            step_model = load_step_model(request.tier, request.checkpoints, device=request.device)
+            results.update(weights=step_model.fingerprint, adapters=step_model.adapter_fingerprints)
+        store = request.work / f"onestep-{step_model.fingerprint}.json"
+        cells = [cell for cell in request.onestep_cells if cell in request.cells] if request.onestep_cells \
+            else list(request.cells)
+        results["onestep_cells"] = len(cells)
+        say(f"one-step stress: {request.onestep_per_cell} cases per adapter and cell (kept in {store})")
+        results["onestep"] = run_onestep_repeated(step_model, cells, request.onestep_per_cell, request.seed, store,
+                                                  progress=lambda key, r: say(f"  {key}: " + ", ".join(
+                                                      f"{c} {v['n'] - v['correct']}/{v['n']} wrong" for c, v in r.items())))
+    results.setdefault("weights", None)
+    results.setdefault("records", None)
+    results["seconds"] = round(time.perf_counter() - started, 1)
+    return results

@@ -82,6 +82,7 @@ def _ops(text: str | None, allowed: tuple[str, ...], default: tuple[str, ...]) -
 def _train(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from .evaluate.onestep import one_step_check
     from .machines import ALIGNED_OPS, EXECUTOR_OPS
     from .train.presets import PRESETS
     from .train.loop import TrainingInterrupted
@@ -103,7 +104,8 @@ def _train(args: argparse.Namespace) -> int:
         executors=_ops(args.executors, EXECUTOR_OPS, EXECUTOR_OPS), aligners=_ops(args.aligners, ALIGNED_OPS, ALIGNED_OPS),
         direct=_ops(args.direct, ALIGNED_OPS, ()), overrides=overrides, time_budget_s=args.time_budget,
         stop_after_s=args.stop_after,
-        eval_per_cell=args.eval_per_cell, progress=not args.quiet, command=args.command_line, device=args.device,
+        one_step_check=one_step_check(args.eval_per_cell, args.seed), progress=not args.quiet,
+        command=args.command_line, device=args.device,
         workers=args.workers, precision=args.precision, micro_batch_tokens=args.micro_batch_tokens,
         base_init=Path(args.base_init) if args.base_init else None,
         adapter_init=Path(args.adapter_init) if args.adapter_init else None,
@@ -382,7 +384,7 @@ def _onestep(args: argparse.Namespace) -> int:
 
     from .machines import ALIGNED_OPS, EXECUTOR_OPS
     from .models.names import adapter_name
-    from .train.recipe import one_step_accuracy
+    from .evaluate.onestep import one_step_accuracy
 
     executors = _ops(args.executors, EXECUTOR_OPS, EXECUTOR_OPS)
     aligners = _ops(args.aligners, ALIGNED_OPS, ALIGNED_OPS)

@@ -32,7 +32,7 @@ def memorised(tmp_path_factory) -> Path:
     for name, samples in (("executor_add.jsonl", executor), ("aligner_add.jsonl", aligner)):
         (data / name).write_text("".join(json.dumps(s) + "\n" for s in samples))
     run_training(TrainRequest(
-        preset="tiny", out=root / "ck", data=data, executors=("add",), aligners=("add",), eval_per_cell=1,
+        preset="tiny", out=root / "ck", data=data, executors=("add",), aligners=("add",),
         overrides={"base_steps": 400, "base_lr": 3e-3, "stage2_steps": 5, "max_len": 2}, progress=False,
         tiny_shape=TinyShape(hidden=64, layers=2, heads=2, ffn=128)))
     return root / "ck"
@@ -101,7 +101,7 @@ def test_onestep_command_reports_every_cell(memorised, tmp_path):
 
 
 def test_onestep_out_writes_a_table_and_a_rerun_measures_only_what_is_missing(memorised, tmp_path, monkeypatch):
-    import caef_bench.train.recipe as recipe
+    import caef_bench.evaluate.onestep as onestep
     from caef_bench.cli import main
 
     out = tmp_path / "results"
@@ -110,8 +110,8 @@ def test_onestep_out_writes_a_table_and_a_rerun_measures_only_what_is_missing(me
     first = json.loads((out / "onestep.json").read_text())
     assert first["weights"] == load_step_model("tiny", str(memorised)).fingerprint and set(first["results"]) == {"executor_add"}
     measured = []
-    real = recipe.one_step_accuracy
-    monkeypatch.setattr(recipe, "one_step_accuracy", lambda model, codec, kind, op, *a: measured.append(op) or real(model, codec, kind, op, *a))
+    real = onestep.one_step_accuracy
+    monkeypatch.setattr(onestep, "one_step_accuracy", lambda model, codec, kind, op, *a: measured.append(op) or real(model, codec, kind, op, *a))
     assert main(common + ["--executors", "add", "--aligners", "add"]) == 0
     assert measured == ["add"] and set(json.loads((out / "onestep.json").read_text())["results"]) == {"executor_add", "aligner_add"}
     table = (out / "onestep.md").read_text()

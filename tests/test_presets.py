@@ -83,7 +83,7 @@ def test_a_phased_base_trains_each_phase_and_resumes_between_them(tmp_path):
                                       adapter_plans={"executor_add": {"samples": 8, "lr": 1e-3}}, stage2_batch=4)
     try:
         def request(**extra):
-            return TrainRequest(preset="micro-phases", out=tmp_path, executors=("add",), aligners=(), eval_per_cell=1,
+            return TrainRequest(preset="micro-phases", out=tmp_path, executors=("add",), aligners=(),
                                 progress=False, tiny_shape=micro, **extra)
 
         first = run_training(request(time_budget_s=0.0))  # nothing trained: the command is run again

@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 import torch
 
+from caef_bench.evaluate.onestep import one_step_check
 from caef_bench.models.tiny import TinyShape
 from caef_bench.train.recipe import TrainRequest, run_training
 
@@ -18,7 +19,7 @@ def _request(out, **choices):
     adapters = {"executors": ("add", "gt"), "aligners": ("add",), "direct": ("eq",), **choices}
     return TrainRequest(preset="tiny", out=out, overrides={"base_steps": 6, "stage1_steps": 2, "stage2_steps": 3,
                                                            "max_len": 6},
-                        eval_per_cell=1, progress=False, tiny_shape=MICRO, **adapters)
+                        one_step_check=one_step_check(1, 0), progress=False, tiny_shape=MICRO, **adapters)
 
 
 def test_tiny_recipe_writes_the_official_layout_with_manifests(tmp_path):
@@ -248,3 +249,35 @@ def test_freed_memory_goes_back_to_the_system_at_every_checkpoint(tmp_path, monk
     model, batch = _micro_run()
     loop.train(model, lambda step: batch, tmp_path, steps=6, lr=1e-3, progress=False, checkpoint_every=2)
     assert len(calls) == 3
+
+
+def test_the_train_command_measures_each_adapter_with_its_eval_per_cell_and_seed(monkeypatch):
+    from caef_bench.cli import main
+    from caef_bench.evaluate import onestep
+    from caef_bench.train import recipe
+
+    requests, measured = [], []
+    monkeypatch.setattr(recipe, "run_training", lambda request: requests.append(request) or
+                        {"adapters": {}, "seconds": 0.0, "stopped": None})
+    monkeypatch.setattr(onestep, "one_step_accuracy", lambda *call: measured.append(call) or {})
+    assert main(["train", "--out", "unused", "--eval-per-cell", "3", "--seed", "2", "--quiet"]) == 0
+    requests[0].one_step_check("model", "codec", "executor", "add")
+    assert measured == [("model", "codec", "executor", "add", 3, 2)]
+
+
+def test_training_imports_nothing_from_the_layers_above_it():
+    import ast
+    from pathlib import Path
+
+    import caef_bench.train
+
+    above = ("caef_bench.evaluate", "caef_bench.report", "caef_bench.cli", "caef_bench.runtime")
+    for path in Path(caef_bench.train.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                if node.level:  # relative: from . or from .. inside caef_bench.train
+                    module = ("caef_bench.train." if node.level == 1 else "caef_bench.") + module
+                assert not module.startswith(above), f"{path.name} imports {module}"
+            elif isinstance(node, ast.Import):
+                assert not any(alias.name.startswith(above) for alias in node.names), path.name

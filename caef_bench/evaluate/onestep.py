@@ -16,7 +16,7 @@ ones may coincide with a training draw; 50 and 100 digits never do).
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 from caef_bench.data.testsets import load_cell, named_rng, render_expr, repeated_cells, solve
 from caef_bench.data.training import nines_on_top
@@ -106,3 +106,26 @@ def score_cases(generate: Callable[[list[str], list[int], list[str]], list[str]]
     records = [{"correct": got == expected} for (_, expected), got in zip(cases, outputs)]
     failures = [{"prompt": p, "expected": e, "got": g} for (p, e), g in zip(cases, outputs) if g != e]
     return {**accuracy(records), "failures": failures[:keep]}  # keep=None: every failure
+
+
+def one_step_accuracy(model, codec, kind: str, op: str, per_cell: int, seed: int) -> dict:
+    """Exact match of single transitions (or aligner conversions) per test cell."""
+    from caef_bench.models.decoding import speculative_greedy
+
+    def generate(prompts, limits, drafts):
+        return [codec.decode(speculative_greedy(model, codec, codec.prompt_ids(p), codec.completion_ids(d)[:-1], n)[0])
+                for p, n, d in zip(prompts, limits, drafts)]
+
+    cases_for = executor_cases if kind == "executor" else aligner_cases
+    results = {}
+    for cell in cells_for(op, kind):
+        scored = score_cases(generate, cases_for(op, cell, per_cell, seed), lambda text: len(codec.completion_ids(text)))
+        # The first few wrong outputs stay beside the numbers: a miss in a thousand is worth reading.
+        results[cell] = {k: scored[k] for k in ("n", "correct", "accuracy", "ci_low", "ci_high", "failures")}
+    return results
+
+
+def one_step_check(per_cell: int, seed: int) -> Callable[[Any, Any, str, str], dict]:
+    """one_step_accuracy(model, codec, kind, op) at `per_cell` cases per cell, drawn with `seed`: what
+    training records in each adapter's manifest (train.recipe.TrainRequest.one_step_check)."""
+    return lambda model, codec, kind, op: one_step_accuracy(model, codec, kind, op, per_cell, seed)

@@ -19,10 +19,10 @@ import time
 import zlib
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any, Callable
 
 from caef_bench.machines import ALIGNED_OPS, EXECUTOR_OPS
 from caef_bench.models.names import adapter_name
-from caef_bench.evaluate.onestep import aligner_cases, cells_for, executor_cases, score_cases
 from caef_bench.train.presets import PRESETS, SHARES, Preset
 from caef_bench.train.sources import FileSource, MachineSource
 
@@ -44,7 +44,9 @@ class TrainRequest:
     time_budget_s: float | None = None  # per training run, per invocation
     stop_after_s: float | None = None  # for the whole command: no run goes past it, none starts after it
     deadline: float | None = None  # time.monotonic() at which stop_after_s runs out (set by run_training)
-    eval_per_cell: int = 50
+    # (model with the adapter, codec, kind, op) -> the adapter's one-step accuracy per test cell, for its
+    # manifest (the CLI's is evaluate.onestep.one_step_check); None: the manifest records none
+    one_step_check: Callable[[Any, Any, str, str], dict] | None = None
     progress: bool = True
     tiny_shape: object = None  # a TinyShape for the tiny base (default: TinyShape())
     base_init: Path | None = None  # start the tiny base's pre-training from these weights, not a random init
@@ -116,23 +118,6 @@ def _batches(source, size: int, codec, micro_tokens: int):
     from caef_bench.train.batches import collate_micro
 
     return lambda step: collate_micro(source.batch(step, size), codec, micro_tokens)
-
-
-def one_step_accuracy(model, codec, kind: str, op: str, per_cell: int, seed: int) -> dict:
-    """Exact match of single transitions (or aligner conversions) per test cell."""
-    from caef_bench.models.decoding import speculative_greedy
-
-    def generate(prompts, limits, drafts):
-        return [codec.decode(speculative_greedy(model, codec, codec.prompt_ids(p), codec.completion_ids(d)[:-1], n)[0])
-                for p, n, d in zip(prompts, limits, drafts)]
-
-    cases_for = executor_cases if kind == "executor" else aligner_cases
-    results = {}
-    for cell in cells_for(op, kind):
-        scored = score_cases(generate, cases_for(op, cell, per_cell, seed), lambda text: len(codec.completion_ids(text)))
-        # The first few wrong outputs stay beside the numbers: a miss in a thousand is worth reading.
-        results[cell] = {k: scored[k] for k in ("n", "correct", "accuracy", "ci_low", "ci_high", "failures")}
-    return results
 
 
 def _source(request: TrainRequest, kind: str, op: str, stage: int):
@@ -324,7 +309,8 @@ def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, comma
             if (runs / name).exists():
                 shutil.copy(runs / name, folder / f"stage{stage}_{name}")
     peft_model.eval()
-    accuracy = one_step_accuracy(peft_model, codec, kind, op, request.eval_per_cell, request.seed) if kind != "direct" else None
+    checked = request.one_step_check is not None and kind != "direct"
+    accuracy = request.one_step_check(peft_model, codec, kind, op) if checked else None
     folder.mkdir(parents=True, exist_ok=True)
     peft_model.save_pretrained(folder)
     _to_bf16(folder / "adapter_model.safetensors")

@@ -100,6 +100,19 @@ def test_onestep_command_reports_every_cell(memorised, tmp_path):
     assert all(cell["n"] == 1 for cell in results["aligner_add"].values())
 
 
+def test_onestep_base_only_measures_the_base_with_no_adapter(memorised, tmp_path, capsys):
+    from caef_bench.cli import main
+
+    out = tmp_path / "onestep.json"
+    assert main(["onestep", "--checkpoints", str(memorised), "--base-only", "--executors", "add", "--aligners", "",
+                 "--per-cell", "1", "--json", str(out)]) == 0
+    record = json.loads(out.read_text())
+    assert record["weights"] == "base only" and "adapters" not in record and set(record["results"]) == {"executor_add"}
+    assert capsys.readouterr().out.startswith("executor_add        add_5 ")
+    assert main(["onestep", "--checkpoints", str(tmp_path / "nowhere"), "--base-only"]) == 2
+    assert "caef-bench train --preset tiny" in capsys.readouterr().err
+
+
 def test_onestep_out_writes_a_table_and_a_rerun_measures_only_what_is_missing(memorised, tmp_path, monkeypatch):
     import caef_bench.evaluate.onestep as onestep
     from caef_bench.cli import main

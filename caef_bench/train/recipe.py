@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from caef_bench.machines import ALIGNED_OPS, EXECUTOR_OPS
 from caef_bench.models.names import adapter_name
+from caef_bench.train.loop import CPU_FAST_MIN_HIDDEN, RunOptions, RunPlan, describe_device, train
 from caef_bench.train.presets import PRESETS, SHARES, Preset
 from caef_bench.train.sources import FileSource, MachineSource
 
@@ -69,8 +70,6 @@ class TrainRequest:
         micro-batches of 4,096 tokens (the fastest of 2k-16k on 2 cores, 7x one 128-sample
         tensor). Narrower ones (the tests' micro bases: within 10% either way, measured) and an
         accelerator (unmeasured) keep whole batches, as the shipped runs were trained."""
-        from caef_bench.train.loop import CPU_FAST_MIN_HIDDEN
-
         if self.micro_batch_tokens is not None:
             return self.micro_batch_tokens
         wide = getattr(model.config, "hidden_size", 0) >= CPU_FAST_MIN_HIDDEN
@@ -81,6 +80,11 @@ class TrainRequest:
         budgets = [b for b in (self.time_budget_s, None if self.deadline is None else self.deadline - time.monotonic())
                    if b is not None]
         return max(0.0, min(budgets)) if budgets else None
+
+    def run_options(self, title: str) -> RunOptions:
+        """How this command carries out its next training run."""
+        return RunOptions(time_budget_s=self.run_budget_s(), title=title, progress=self.progress,
+                          workers=self.workers, precision=self.precision)
 
     @property
     def recipe(self) -> Preset:
@@ -167,7 +171,6 @@ def _base(request: TrainRequest, command: str):
         model = AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32).to(request.torch_device)
         return model, codec_for(AutoTokenizer.from_pretrained(folder), recipe.position_scheme)
     from caef_bench.models.codec import CaefCodec
-    from caef_bench.train.loop import describe_device, train
 
     if (folder / "manifest.json").exists() and not any(runs.glob("**/checkpoint/state.json")):
         # A base cut short by a time budget, shipped without its optimizer state: go on from its weights.
@@ -196,13 +199,12 @@ def _base(request: TrainRequest, command: str):
                                    **shares)
         phase_runs = runs / f"phase{index + 1}" if phased else runs
         title = f"tiny base: all machines{f' (phase {index + 1} of {len(runs_plan)})' if phased else ''}"
-        result = train(model, _batches(source, recipe.base_batch, codec, micro_tokens), phase_runs,
-                       workers=request.workers, steps=phase_steps, lr=phase_lr, warmup=100, decay=recipe.decay,
-                       time_budget_s=request.run_budget_s(), title=title, progress=request.progress,
-                       precision=request.precision,
+        plan = RunPlan(steps=phase_steps, lr=phase_lr, warmup=100, decay=recipe.decay,
                        data={"data": source.fingerprint, "seed": request.seed, "batch": recipe.base_batch,
                              "positions": codec.scheme,
                              "initialised_from": str(request.base_init) if request.base_init else None})
+        result = train(model, _batches(source, recipe.base_batch, codec, micro_tokens), phase_runs, plan,
+                       request.run_options(title))
         fingerprints.append(source.fingerprint)
         steps, tokens, seconds = steps + result.steps, tokens + result.tokens, seconds + result.seconds
         invocations += [{"phase": index + 1, **run} for run in result.invocations] if phased else result.invocations
@@ -277,8 +279,6 @@ def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, comma
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from caef_bench.train.loop import describe_device, train
-
     recipe = request.recipe_for(kind, op)
     folder = request.out / KIND_FOLDERS[kind] / op
     config = LoraConfig(r=recipe.lora_r, lora_alpha=recipe.lora_alpha, target_modules=recipe.target_modules,
@@ -292,13 +292,12 @@ def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, comma
         if source is None or steps == 0:
             continue
         runs = request.out / ".runs" / adapter_name(kind, op) / f"stage{stage}"
-        result = train(peft_model, _batches(source, batch, codec, micro_tokens), runs, workers=request.workers,
-                       steps=steps, lr=recipe.lr, warmup=min(20, steps // 10), decay=recipe.decay,
-                       time_budget_s=request.run_budget_s(), title=f"{kind} {op} stage {stage}",
-                       progress=request.progress, precision=request.precision,
+        plan = RunPlan(steps=steps, lr=recipe.lr, warmup=min(20, steps // 10), decay=recipe.decay,
                        data={"data": source.fingerprint, "seed": request.seed, "batch": batch, "positions": codec.scheme,
                              "lora": [recipe.lora_r, recipe.lora_alpha, recipe.target_modules],
                              "initialised_from": str(request.adapter_init) if request.adapter_init else None})
+        result = train(peft_model, _batches(source, batch, codec, micro_tokens), runs, plan,
+                       request.run_options(f"{kind} {op} stage {stage}"))
         stages[f"stage{stage}"] = {"steps": result.steps, "tokens": result.tokens, "batch": batch,
                                    "precision": result.precision, "micro_batch_tokens": micro_tokens,
                                    "wall_time_s": round(result.seconds, 1), "invocations": result.invocations,

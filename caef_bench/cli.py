@@ -84,26 +84,18 @@ def _train(args: argparse.Namespace) -> int:
 
     from .evaluate.onestep import one_step_check
     from .machines import ALIGNED_OPS, EXECUTOR_OPS
-    from .train.presets import PRESETS
     from .train.loop import TrainingInterrupted
+    from .train.presets import PRESETS, preset_overrides
     from .train.recipe import TrainRequest, run_training
 
     if args.preset not in PRESETS:
         raise ValueError(f"unknown preset {args.preset!r}; expected one of {', '.join(PRESETS)}")
-    overrides = {name: value for name, value in (
-        ("base_steps", args.base_steps), ("stage1_steps", args.stage1_steps), ("stage2_steps", args.stage2_steps),
-        ("max_len", args.max_len), ("base_batch", args.batch), ("stage2_batch", args.batch),
-        ("base_lr", args.base_lr), ("lr", args.lr), ("curriculum_steps", args.curriculum_steps),
-        ("equal_share", args.equal_share), ("short_share", args.short_share),
-        ("same_share", args.same_share), ("near_share", args.near_share), ("composer_share", args.composer_share),
-        ("nines_share", args.nines_share),
-        ("position_scheme", args.position_scheme)) if value is not None}
     request = TrainRequest(
         preset=args.preset, out=Path(args.out), seed=args.seed, base=args.base,
         data=Path(args.data) if args.data else None,
         executors=_ops(args.executors, EXECUTOR_OPS, EXECUTOR_OPS), aligners=_ops(args.aligners, ALIGNED_OPS, ALIGNED_OPS),
-        direct=_ops(args.direct, ALIGNED_OPS, ()), overrides=overrides, time_budget_s=args.time_budget,
-        stop_after_s=args.stop_after,
+        direct=_ops(args.direct, ALIGNED_OPS, ()), overrides=preset_overrides(vars(args)),
+        time_budget_s=args.time_budget, stop_after_s=args.stop_after,
         one_step_check=one_step_check(args.eval_per_cell, args.seed), progress=not args.quiet,
         command=args.command_line, device=args.device,
         workers=args.workers, precision=args.precision, micro_batch_tokens=args.micro_batch_tokens,

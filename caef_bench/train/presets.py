@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from caef_bench.models.names import adapter_name
@@ -69,6 +70,19 @@ class Preset:
             return [(math.ceil(p.samples / self.base_batch), p.lr, math.ceil(p.curriculum_samples / self.base_batch))
                     for p in self.base_phases]
         return [(self.base_steps, self.base_lr, self.curriculum_steps)]
+
+
+# Settings a command may override, by name: each a Preset field, but `batch`, which sets the base's
+# and stage 2's batch (stage 1's stays the preset's).
+OVERRIDABLE = ("base_steps", "stage1_steps", "stage2_steps", "max_len", "batch", "base_lr", "lr", "curriculum_steps",
+               *SHARES, "position_scheme")
+_FIELDS_OF = {"batch": ("base_batch", "stage2_batch")}
+
+
+def preset_overrides(settings: Mapping[str, object]) -> dict:
+    """The preset fields that `settings` (e.g. the command line's, None where not given) override."""
+    return {field_name: settings[name] for name in OVERRIDABLE if settings.get(name) is not None
+            for field_name in _FIELDS_OF.get(name, (name,))}
 
 
 # What each shipped tiny adapter was trained on, summed over its rounds (the chain of

@@ -4,8 +4,8 @@ The run directory holds `checkpoint/` (trainable weights, optimizer, step and
 random states), `loss.jsonl` (one line per logged step) and `loss.png`. A run
 that finds a checkpoint continues from it; batches are a function of the step,
 so the continued run is the run that was interrupted. Each invocation's steps,
-seconds and device stay on record (a CPU run of the tiny preset spans sessions,
-on one thread or two). A stop signal (SIGTERM from a scheduler, Ctrl-C, SIGHUP)
+seconds and device stay on record (a long run may span invocations on different
+machines). A stop signal (SIGTERM from a scheduler, Ctrl-C, SIGHUP)
 ends the run after its current step with a checkpoint, so it loses no steps.
 """
 
@@ -101,8 +101,8 @@ class TrainingInterrupted(Exception):
 def _stop_requests():
     """A list that gets the name of the first stop signal to arrive while the block runs.
 
-    A CPU step takes seconds and a checkpoint comes every 200 steps (a quarter of an hour on
-    two cores): dying at once would lose that much. A second signal does what it did before
+    A CPU step takes seconds and a checkpoint comes every 200 steps: dying at once would lose up
+    to that many. A second signal does what it did before
     (Ctrl-C twice interrupts at once). A signal already ignored stays so (nohup's SIGHUP), and
     outside the main thread, where Python cannot install handlers, nothing changes.
     """
@@ -188,9 +188,8 @@ CPU_FAST_MIN_HIDDEN = 256
 def resolve_precision(device_type: str, precision: str = "auto", hidden_size: int = 0) -> str:
     """fp32 or bf16 (autocast) for a run on `device_type`. auto: bf16 on an accelerator (the
     paper trains in bf16); on a CPU with native bf16, bf16 for models of hidden size 256 or
-    more (the tiny tier trained 1.47x faster on this project's 2-core machine,
-    results/bench_training.md; the tests' hidden-64 micro base 13% slower, the casts costing
-    more than its small products save); else fp32. The weights and optimizer stay fp32."""
+    more, whose products are large enough to pay for the casts (docs/training.md has the
+    measurements); else fp32. The weights and optimizer stay fp32."""
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; expected one of {', '.join(PRECISIONS)}")
     if precision != "auto":
@@ -241,8 +240,7 @@ def _save_checkpoint(folder: Path, model, optimizer, state: dict) -> None:
 
 def describe_device(device) -> str:
     """The device a run trained on, as manifests record it: a CPU's model, threads and the
-    process's C allocator each change its speed (this project's CPUs have differed by 2x: see
-    native_cpu_bf16 and allocator.py)."""
+    process's C allocator each change its speed (see native_cpu_bf16 and allocator.py)."""
     import torch
 
     from .allocator import active_allocator
@@ -280,8 +278,8 @@ def _load_checkpoint(folder: Path, model, optimizer) -> None:
 def return_freed_memory() -> bool:
     """Hand the C heap's free pages back to the system (glibc's malloc_trim); False where there is
     no glibc (macOS, musl). Micro-batches of every width fragment the heap, and glibc keeps what
-    is freed in the middle of it: the tiny preset's base on 2 CPU cores grew from 5.5 to 8 GB
-    resident in 45 minutes and still by ~30 MB a minute after 80, and one trim returned 6 GB."""
+    is freed in the middle of it, so a long run's resident memory grows by gigabytes
+    (docs/training.md)."""
     try:
         trim = ctypes.CDLL("libc.so.6").malloc_trim
     except (OSError, AttributeError):

@@ -67,9 +67,8 @@ class TrainRequest:
     def micro_tokens(self, model) -> int:
         """Padded tokens per micro-batch for training `model` (0: each step's batch as one tensor).
         On a CPU, models of hidden size 256 or more (the tiny tier) default to length-sorted
-        micro-batches of 4,096 tokens (the fastest of 2k-16k on 2 cores, 7x one 128-sample
-        tensor). Narrower ones (the tests' micro bases: within 10% either way, measured) and an
-        accelerator (unmeasured) keep whole batches, as the shipped runs were trained."""
+        micro-batches of CPU_MICRO_BATCH_TOKENS, the fastest size measured (docs/training.md);
+        narrower ones, where splitting gains little, and an accelerator keep whole batches."""
         if self.micro_batch_tokens is not None:
             return self.micro_batch_tokens
         wide = getattr(model.config, "hidden_size", 0) >= CPU_FAST_MIN_HIDDEN

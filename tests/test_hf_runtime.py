@@ -100,15 +100,22 @@ def test_onestep_command_reports_every_cell(memorised, tmp_path):
     assert all(cell["n"] == 1 for cell in results["aligner_add"].values())
 
 
-def test_onestep_base_only_measures_the_base_with_no_adapter(memorised, tmp_path, capsys):
+def test_onestep_base_only_measures_the_base_with_no_adapter(memorised, tmp_path, capsys, monkeypatch):
+    import caef_bench.evaluate.onestep as onestep
     from caef_bench.cli import main
 
+    measured = []  # what would be measured (the measurement itself is the other onestep tests')
+    stats = {"n": 1, "correct": 0, "accuracy": 0.0, "ci_low": 0.0, "ci_high": 0.8, "failures": []}
+    monkeypatch.setattr(onestep, "one_step_accuracy", lambda model, codec, kind, op, *a: measured.append(
+        (model, codec.scheme, kind, op, *a)) or {"add_5": stats})
     out = tmp_path / "onestep.json"
     assert main(["onestep", "--checkpoints", str(memorised), "--base-only", "--executors", "add", "--aligners", "",
                  "--per-cell", "1", "--json", str(out)]) == 0
+    ((model, scheme, *call),) = measured
+    assert not hasattr(model, "peft_config") and scheme == "coupled-hints" and call == ["executor", "add", 1, 0]
     record = json.loads(out.read_text())
     assert record["weights"] == "base only" and "adapters" not in record and set(record["results"]) == {"executor_add"}
-    assert capsys.readouterr().out.startswith("executor_add        add_5 ")
+    assert capsys.readouterr().out == "executor_add        add_5 0.0% [0.0%, 80.0%]\n"
     assert main(["onestep", "--checkpoints", str(tmp_path / "nowhere"), "--base-only"]) == 2
     assert "caef-bench train --preset tiny" in capsys.readouterr().err
 

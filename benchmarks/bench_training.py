@@ -24,7 +24,7 @@ import torch
 from caef_bench.data.training import ALIGNED_OPS, EXECUTOR_OPS
 from caef_bench.models.codec import CaefCodec
 from caef_bench.train.batches import collate_micro
-from caef_bench.train.loop import native_cpu_bf16, train
+from caef_bench.train.loop import RunOptions, RunPlan, native_cpu_bf16, train
 from caef_bench.train.presets import PRESETS
 from caef_bench.train.sources import MachineSource
 
@@ -68,10 +68,10 @@ def main() -> None:
                 model = _model(args.base, lora)
                 with tempfile.TemporaryDirectory() as run:
                     make = lambda step: collate_micro(steps[step], codec, micro)  # noqa: E731
-                    train(model, make, run, steps=1, lr=1e-4, precision=precision, progress=False)  # warm-up
+                    options = RunOptions(precision=precision, progress=False, log_every=args.steps)
+                    train(model, make, run, RunPlan(steps=1, lr=1e-4), options)  # warm-up
                     started = time.perf_counter()
-                    result = train(model, make, run, steps=args.steps + 1, lr=1e-4, precision=precision,
-                                   progress=False, log_every=args.steps)
+                    result = train(model, make, run, RunPlan(steps=args.steps + 1, lr=1e-4), options)
                     seconds = time.perf_counter() - started
                 tokens = sum(int(b["attention_mask"].sum()) for s in steps[1:] for b in collate_micro(s, codec, 0))
                 lines.append(f"{'LoRA' if lora else 'base':<6} {micro or 'whole':>18} {precision:>9} "

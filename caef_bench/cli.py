@@ -7,7 +7,7 @@ import json
 import shlex
 import sys
 
-from .paths import TINY_CHECKPOINTS, WORK_DIR  # standard library only: the CLI stays quick to start
+from .paths import WORK_DIR  # standard library only: the CLI stays quick to start
 
 
 def _trace(args: argparse.Namespace) -> int:
@@ -82,28 +82,22 @@ def _ops(text: str | None, allowed: tuple[str, ...], default: tuple[str, ...]) -
 def _train(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from .evaluate.onestep import one_step_check
     from .machines import ALIGNED_OPS, EXECUTOR_OPS
-    from .train.presets import PRESETS
     from .train.loop import TrainingInterrupted
+    from .train.presets import PRESETS, preset_overrides
     from .train.recipe import TrainRequest, run_training
 
     if args.preset not in PRESETS:
         raise ValueError(f"unknown preset {args.preset!r}; expected one of {', '.join(PRESETS)}")
-    overrides = {name: value for name, value in (
-        ("base_steps", args.base_steps), ("stage1_steps", args.stage1_steps), ("stage2_steps", args.stage2_steps),
-        ("max_len", args.max_len), ("base_batch", args.batch), ("stage2_batch", args.batch),
-        ("base_lr", args.base_lr), ("lr", args.lr), ("curriculum_steps", args.curriculum_steps),
-        ("equal_share", args.equal_share), ("short_share", args.short_share),
-        ("same_share", args.same_share), ("near_share", args.near_share), ("composer_share", args.composer_share),
-        ("nines_share", args.nines_share),
-        ("position_scheme", args.position_scheme)) if value is not None}
     request = TrainRequest(
         preset=args.preset, out=Path(args.out), seed=args.seed, base=args.base,
         data=Path(args.data) if args.data else None,
         executors=_ops(args.executors, EXECUTOR_OPS, EXECUTOR_OPS), aligners=_ops(args.aligners, ALIGNED_OPS, ALIGNED_OPS),
-        direct=_ops(args.direct, ALIGNED_OPS, ()), overrides=overrides, time_budget_s=args.time_budget,
-        stop_after_s=args.stop_after,
-        eval_per_cell=args.eval_per_cell, progress=not args.quiet, command=args.command_line, device=args.device,
+        direct=_ops(args.direct, ALIGNED_OPS, ()), overrides=preset_overrides(vars(args)),
+        time_budget_s=args.time_budget, stop_after_s=args.stop_after,
+        one_step_check=one_step_check(args.eval_per_cell, args.seed), progress=not args.quiet,
+        command=args.command_line, device=args.device,
         workers=args.workers, precision=args.precision, micro_batch_tokens=args.micro_batch_tokens,
         base_init=Path(args.base_init) if args.base_init else None,
         adapter_init=Path(args.adapter_init) if args.adapter_init else None,
@@ -265,86 +259,25 @@ def _run_repeated(args: argparse.Namespace) -> int:
 
 
 def _onestep(args: argparse.Namespace) -> int:
-    import json
     from pathlib import Path
 
+    from .evaluate.onestep import measure_tier
     from .machines import ALIGNED_OPS, EXECUTOR_OPS
-    from .models.names import adapter_name
-    from .train.recipe import one_step_accuracy
-
-    executors = _ops(args.executors, EXECUTOR_OPS, EXECUTOR_OPS)
-    aligners = _ops(args.aligners, ALIGNED_OPS, ALIGNED_OPS)
-    if args.base_only:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        from .models.codec import codec_for
-        from .models.tiny import tier_info
-
-        folder = Path(args.checkpoints or TINY_CHECKPOINTS) / "base"
-        if not (folder / "config.json").exists():
-            raise FileNotFoundError(f"no base model at {folder}")
-        model = AutoModelForCausalLM.from_pretrained(folder).float().eval().to(_device(args))
-        codec = codec_for(AutoTokenizer.from_pretrained(folder), tier_info(folder)["position_scheme"])
-        codec_of = lambda name: codec  # noqa: E731
-        activate = lambda name: None  # noqa: E731
-    else:
-        from .runtime.hf import load_step_model
-
-        step_model = load_step_model(args.model, args.checkpoints, device=_device(args))
-        model, codec_of, activate = step_model.model, step_model.codec_for, step_model._activate
-    weights = "base only" if args.base_only else step_model.fingerprint
-    settings = {"weights": weights, "per_cell": args.per_cell, "seed": args.seed}
-    if not args.base_only:  # each adapter's own fingerprint, as the runs' records folders keep them (runtime.reuse)
-        settings["adapters"] = step_model.adapter_fingerprints
-    out = Path(args.out) if args.out else None
-    results = _onestep_resumable(out, settings) if out else {}
-    for kind, ops in (("executor", executors), ("aligner", aligners)):
-        for op in ops:
-            name = adapter_name(kind, op)
-            if name not in results:
-                activate(name)
-                results[name] = one_step_accuracy(model, codec_of(name), kind, op, args.per_cell, args.seed)
-                if out:  # after every adapter: an interrupted run keeps what finished
-                    _write_onestep(out, args.command_line, settings, results, str(_device(args)))
-            cells = ", ".join(f"{cell} {r['accuracy']:.1%} [{r['ci_low']:.1%}, {r['ci_high']:.1%}]"
-                              for cell, r in results[name].items())
-            print(f"{name:<19} {cells}", flush=True)
-    if out:  # in the order asked for (a resumed run measured the missing adapters last)
-        order = [adapter_name("executor", op) for op in executors] + [adapter_name("aligner", op) for op in aligners]
-        results = {name: results[name] for name in sorted(results, key=lambda n: order.index(n) if n in order else len(order))}
-        _write_onestep(out, args.command_line, settings, results, str(_device(args)))
-    if args.json:
-        Path(args.json).write_text(json.dumps({"command": args.command_line, **settings, "results": results}, indent=1) + "\n")
-    return 0
-
-
-def _onestep_resumable(out, settings: dict) -> dict:
-    """The adapters an earlier run into `out` already measured with the same weights, N and seed."""
-    from pathlib import Path
-
-    path = Path(out) / "onestep.json"
-    if not path.exists():
-        return {}
-    earlier = json.loads(path.read_text())
-    same = all(earlier.get(k) == v for k, v in settings.items() if k != "adapters")  # (older files lack them)
-    return earlier["results"] if same else {}
-
-
-def _write_onestep(out, command: str, settings: dict, results: dict, device: str) -> None:
-    from pathlib import Path
-
     from .report.tables import onestep_markdown
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    header = (f"Generated by `{command}`, weights `{settings['weights']}`, device {device}: exact match of single "
-              f"transitions (executors) and conversions (aligners, (I) and (O) alternating), up to {settings['per_cell']} "
-              f"held-out cases per cell (seed {settings['seed']}; fewer where a cell's test set is smaller: N is in "
-              f"each cell); Wilson 95% intervals. The one-step bar the tiny tier is held to: "
-              f"executors 99.9%, aligners 99.5% at every length.")
-    (out / "onestep.md").write_text(onestep_markdown(results, header))
-    (out / "onestep.json").write_text(json.dumps({"command": command, **settings, "device": device,
-                                                  "results": results}, indent=1) + "\n")
+    adapters = [("executor", op) for op in _ops(args.executors, EXECUTOR_OPS, EXECUTOR_OPS)]
+    adapters += [("aligner", op) for op in _ops(args.aligners, ALIGNED_OPS, ALIGNED_OPS)]
+
+    def show(name, cells):
+        print(f"{name:<19} " + ", ".join(f"{cell} {r['accuracy']:.1%} [{r['ci_low']:.1%}, {r['ci_high']:.1%}]"
+                                        for cell, r in cells.items()), flush=True)
+
+    record = measure_tier(args.model, args.checkpoints, adapters, args.per_cell, args.seed, base_only=args.base_only,
+                          device=str(_device(args)), command=args.command_line,
+                          out=Path(args.out) if args.out else None, markdown=onestep_markdown, progress=show)
+    if args.json:
+        Path(args.json).write_text(json.dumps(record, indent=1) + "\n")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:

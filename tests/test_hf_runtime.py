@@ -32,7 +32,7 @@ def memorised(tmp_path_factory) -> Path:
     for name, samples in (("executor_add.jsonl", executor), ("aligner_add.jsonl", aligner)):
         (data / name).write_text("".join(json.dumps(s) + "\n" for s in samples))
     run_training(TrainRequest(
-        preset="tiny", out=root / "ck", data=data, executors=("add",), aligners=("add",), eval_per_cell=1,
+        preset="tiny", out=root / "ck", data=data, executors=("add",), aligners=("add",),
         overrides={"base_steps": 400, "base_lr": 3e-3, "stage2_steps": 5, "max_len": 2}, progress=False,
         tiny_shape=TinyShape(hidden=64, layers=2, heads=2, ffn=128)))
     return root / "ck"
@@ -100,8 +100,28 @@ def test_onestep_command_reports_every_cell(memorised, tmp_path):
     assert all(cell["n"] == 1 for cell in results["aligner_add"].values())
 
 
+def test_onestep_base_only_measures_the_base_with_no_adapter(memorised, tmp_path, capsys, monkeypatch):
+    import caef_bench.evaluate.onestep as onestep
+    from caef_bench.cli import main
+
+    measured = []  # what would be measured (the measurement itself is the other onestep tests')
+    stats = {"n": 1, "correct": 0, "accuracy": 0.0, "ci_low": 0.0, "ci_high": 0.8, "failures": []}
+    monkeypatch.setattr(onestep, "one_step_accuracy", lambda model, codec, kind, op, *a: measured.append(
+        (model, codec.scheme, kind, op, *a)) or {"add_5": stats})
+    out = tmp_path / "onestep.json"
+    assert main(["onestep", "--checkpoints", str(memorised), "--base-only", "--executors", "add", "--aligners", "",
+                 "--per-cell", "1", "--json", str(out)]) == 0
+    ((model, scheme, *call),) = measured
+    assert not hasattr(model, "peft_config") and scheme == "coupled-hints" and call == ["executor", "add", 1, 0]
+    record = json.loads(out.read_text())
+    assert record["weights"] == "base only" and "adapters" not in record and set(record["results"]) == {"executor_add"}
+    assert capsys.readouterr().out == "executor_add        add_5 0.0% [0.0%, 80.0%]\n"
+    assert main(["onestep", "--checkpoints", str(tmp_path / "nowhere"), "--base-only"]) == 2
+    assert "caef-bench train --preset tiny" in capsys.readouterr().err
+
+
 def test_onestep_out_writes_a_table_and_a_rerun_measures_only_what_is_missing(memorised, tmp_path, monkeypatch):
-    import caef_bench.train.recipe as recipe
+    import caef_bench.evaluate.onestep as onestep
     from caef_bench.cli import main
 
     out = tmp_path / "results"
@@ -110,8 +130,8 @@ def test_onestep_out_writes_a_table_and_a_rerun_measures_only_what_is_missing(me
     first = json.loads((out / "onestep.json").read_text())
     assert first["weights"] == load_step_model("tiny", str(memorised)).fingerprint and set(first["results"]) == {"executor_add"}
     measured = []
-    real = recipe.one_step_accuracy
-    monkeypatch.setattr(recipe, "one_step_accuracy", lambda model, codec, kind, op, *a: measured.append(op) or real(model, codec, kind, op, *a))
+    real = onestep.one_step_accuracy
+    monkeypatch.setattr(onestep, "one_step_accuracy", lambda model, codec, kind, op, *a: measured.append(op) or real(model, codec, kind, op, *a))
     assert main(common + ["--executors", "add", "--aligners", "add"]) == 0
     assert measured == ["add"] and set(json.loads((out / "onestep.json").read_text())["results"]) == {"executor_add", "aligner_add"}
     table = (out / "onestep.md").read_text()

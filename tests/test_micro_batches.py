@@ -10,7 +10,7 @@ from caef_bench.models.codec import CaefCodec
 from caef_bench.models.tiny import TinyShape, build_tiny_base
 from caef_bench.train import loop
 from caef_bench.train.batches import IGNORE, collate, collate_micro
-from caef_bench.train.loop import resolve_precision, train
+from caef_bench.train.loop import RunOptions, RunPlan, resolve_precision, train
 
 MICRO = TinyShape(hidden=32, layers=2, heads=2, ffn=64, max_positions=8192)
 CODEC = CaefCodec("coupled")
@@ -58,11 +58,11 @@ def test_no_budget_is_the_whole_batch_as_collate_builds_it(budget):
 def test_a_step_on_micro_batches_equals_a_step_on_the_whole_batch(tmp_path):
     samples = _samples()
     whole = build_tiny_base(MICRO, seed=0)
-    train(whole, lambda step: collate(samples, CODEC), tmp_path / "whole", steps=2, lr=1e-2, precision="fp32",
-          progress=False)
+    fp32 = RunOptions(precision="fp32", progress=False)
+    train(whole, lambda step: collate(samples, CODEC), tmp_path / "whole", RunPlan(steps=2, lr=1e-2), fp32)
     split = build_tiny_base(MICRO, seed=0)
-    result = train(split, lambda step: collate_micro(samples, CODEC, 600), tmp_path / "split", steps=2, lr=1e-2,
-                   precision="fp32", progress=False)
+    result = train(split, lambda step: collate_micro(samples, CODEC, 600), tmp_path / "split",
+                   RunPlan(steps=2, lr=1e-2), fp32)
     assert result.tokens == 2 * int(collate(samples, CODEC)["attention_mask"].sum())  # padding is not counted
     for (name, a), (_, b) in zip(whole.named_parameters(), split.named_parameters()):
         assert torch.allclose(a, b, atol=1e-6), name
@@ -109,8 +109,8 @@ def test_bf16_autocast_on_the_cpu_trains_and_keeps_fp32_weights(tmp_path):
     model = build_tiny_base(MICRO, seed=0)
     batch = collate(samples, CODEC)
     before = model(**batch).loss.item()
-    result = train(model, lambda step: collate_micro(samples, CODEC, 600), tmp_path, steps=20, lr=3e-3,
-                   precision="bf16", progress=False)
+    result = train(model, lambda step: collate_micro(samples, CODEC, 600), tmp_path, RunPlan(steps=20, lr=3e-3),
+                   RunOptions(precision="bf16", progress=False))
     assert result.precision == "bf16"
     assert all(p.dtype == torch.float32 for p in model.parameters())
     assert model(**batch).loss.item() < before * 0.7

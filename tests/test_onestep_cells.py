@@ -31,3 +31,40 @@ def test_the_onestep_report_puts_sub9_cells_in_a_table_of_their_own():
     first, second = text.split("### Subtractions with 9s on top")
     assert "| executor_sub | 100.0" in first and "| executor_gt |" in first
     assert "| executor_sub | 50.0" in second and "executor_gt" not in second
+
+
+def test_measure_adapters_skips_what_was_measured_and_keeps_the_order_asked(monkeypatch):
+    from caef_bench.evaluate import onestep
+
+    class StepModel:
+        model, active = "weights", []
+
+        def activate(self, name):
+            self.active.append(name)
+
+        def codec_for(self, name):
+            return f"codec of {name}"
+
+    calls, saved, shown = [], [], []
+    monkeypatch.setattr(onestep, "one_step_accuracy", lambda *call: calls.append(call) or {"add_5": call[2]})
+    earlier = {"aligner_add": {"add_5": "earlier"}, "executor_gt": {"gt_5": "earlier"}}
+    results = onestep.measure_adapters(StepModel(), [("executor", "add"), ("aligner", "add")], 3, 7, earlier,
+                                       save=lambda r: saved.append(list(r)), progress=lambda n, c: shown.append(n))
+    assert calls == [("weights", "codec of executor_add", "executor", "add", 3, 7)]
+    assert StepModel.active == ["executor_add"] and shown == ["executor_add", "aligner_add"]
+    assert saved == [["aligner_add", "executor_gt", "executor_add"]]  # after each adapter measured
+    assert list(results) == ["executor_add", "aligner_add", "executor_gt"]  # the order asked, then the rest
+    assert results["aligner_add"] == {"add_5": "earlier"}
+
+
+def test_earlier_results_are_reused_only_for_the_same_weights_n_and_seed(tmp_path):
+    from caef_bench.evaluate.onestep import earlier_results, write_results
+
+    settings = {"weights": "abc", "per_cell": 2, "seed": 0, "adapters": {"executor_add": "x"}}
+    results = {"executor_add": {"add_5": {"n": 2, "correct": 2, "accuracy": 1.0, "ci_low": 0.3, "ci_high": 1.0}}}
+    write_results(tmp_path, "caef-bench onestep", settings, results, "cpu", onestep_markdown)
+    assert earlier_results(tmp_path, settings) == results
+    assert earlier_results(tmp_path, {**settings, "adapters": {"executor_add": "y"}}) == results  # older files lack them
+    assert earlier_results(tmp_path, {**settings, "per_cell": 3}) == {}
+    assert earlier_results(tmp_path / "nowhere", settings) == {}
+    assert "weights `abc`, device cpu" in (tmp_path / "onestep.md").read_text()

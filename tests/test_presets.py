@@ -83,7 +83,7 @@ def test_a_phased_base_trains_each_phase_and_resumes_between_them(tmp_path):
                                       adapter_plans={"executor_add": {"samples": 8, "lr": 1e-3}}, stage2_batch=4)
     try:
         def request(**extra):
-            return TrainRequest(preset="micro-phases", out=tmp_path, executors=("add",), aligners=(), eval_per_cell=1,
+            return TrainRequest(preset="micro-phases", out=tmp_path, executors=("add",), aligners=(),
                                 progress=False, tiny_shape=micro, **extra)
 
         first = run_training(request(time_budget_s=0.0))  # nothing trained: the command is run again
@@ -97,3 +97,16 @@ def test_a_phased_base_trains_each_phase_and_resumes_between_them(tmp_path):
         assert adapter["stages"]["stage2"]["steps"] == 2 and adapter["preset"]["lr"] == 1e-3
     finally:
         del PRESETS["micro-phases"]
+
+
+def test_the_command_line_overrides_preset_fields_and_batch_sets_the_base_and_stage2_batches():
+    from dataclasses import fields
+
+    from caef_bench.cli import build_parser
+    from caef_bench.train.presets import OVERRIDABLE, Preset, preset_overrides
+
+    args = vars(build_parser().parse_args(["train", "--batch", "16", "--nines-share", "0.1", "--lr", "3e-4"]))
+    assert preset_overrides(args) == {"base_batch": 16, "stage2_batch": 16, "nines_share": 0.1, "lr": 3e-4}
+    assert preset_overrides(vars(build_parser().parse_args(["train"]))) == {}
+    assert set(OVERRIDABLE) <= set(args)  # each has its option
+    assert set(OVERRIDABLE) - {"batch"} <= {f.name for f in fields(Preset)}

@@ -4,6 +4,7 @@ import json
 import os
 import re
 import signal
+from dataclasses import replace
 
 import pytest
 import torch
@@ -15,10 +16,11 @@ from caef_bench.models.positions import FIELD_STRIDE, position_ids
 from caef_bench.models.tiny import TinyShape, build_tiny_base, save_tiny_base
 from caef_bench.models.tokenizer import VOCAB, build_hf_tokenizer, decode, encode, tokens
 from caef_bench.train.batches import IGNORE, collate
-from caef_bench.train.loop import TrainingInterrupted, train
+from caef_bench.train.loop import RunOptions, RunPlan, TrainingInterrupted, train
 from conftest import caef_format_examples
 
 MICRO = TinyShape(hidden=32, layers=2, heads=2, ffn=64, max_positions=8192)
+QUIET = RunOptions(progress=False)
 
 
 def _example_texts():
@@ -220,7 +222,7 @@ def test_a_few_training_steps_lower_the_loss(tmp_path):
     model = build_tiny_base(MICRO, seed=0)
     make = _batches()
     before = model(**make(0)).loss.item()
-    result = train(model, make, tmp_path, steps=30, lr=3e-3, log_every=5, progress=False)
+    result = train(model, make, tmp_path, RunPlan(steps=30, lr=3e-3), replace(QUIET, log_every=5))
     after = model(**make(0)).loss.item()
     assert after < before * 0.7
     assert result.steps == 30 and (tmp_path / "loss.png").exists()
@@ -230,7 +232,7 @@ def test_a_few_training_steps_lower_the_loss(tmp_path):
 def test_an_interrupted_run_resumes_where_it_stopped(tmp_path):
     make = _batches()
     straight = build_tiny_base(MICRO, seed=0)
-    train(straight, make, tmp_path / "straight", steps=12, lr=3e-3, progress=False)
+    train(straight, make, tmp_path / "straight", RunPlan(steps=12, lr=3e-3), QUIET)
     resumed = build_tiny_base(MICRO, seed=0)
 
     def stopped_after_7_steps(step):  # SIGTERM while step 7's batch is built: it trains, then stops
@@ -238,9 +240,9 @@ def test_an_interrupted_run_resumes_where_it_stopped(tmp_path):
             os.kill(os.getpid(), signal.SIGTERM)
         return make(step)
     with pytest.raises(TrainingInterrupted):
-        train(resumed, stopped_after_7_steps, tmp_path / "resumed", steps=12, lr=3e-3, progress=False)
+        train(resumed, stopped_after_7_steps, tmp_path / "resumed", RunPlan(steps=12, lr=3e-3), QUIET)
     again = build_tiny_base(MICRO, seed=0)  # a new process: weights come back from the checkpoint
-    result = train(again, make, tmp_path / "resumed", steps=12, lr=3e-3, progress=False)
+    result = train(again, make, tmp_path / "resumed", RunPlan(steps=12, lr=3e-3), QUIET)
     assert result.steps == 12
     for (name, a), (_, b) in zip(straight.named_parameters(), again.named_parameters()):
         assert torch.allclose(a, b, atol=1e-5), name
@@ -267,9 +269,9 @@ def test_background_batch_workers_give_the_same_run(tmp_path):
         return collate([{"prompt": s, "completion": t} for s, t in trace("add", 10 * step + 7, step)], codec)
 
     alone = build_tiny_base(MICRO, seed=0)
-    train(alone, make, tmp_path / "alone", steps=6, lr=3e-3, progress=False)
+    train(alone, make, tmp_path / "alone", RunPlan(steps=6, lr=3e-3), QUIET)
     helped = build_tiny_base(MICRO, seed=0)
-    train(helped, make, tmp_path / "helped", steps=6, lr=3e-3, progress=False, workers=2)
+    train(helped, make, tmp_path / "helped", RunPlan(steps=6, lr=3e-3), replace(QUIET, workers=2))
     for (name, a), (_, b) in zip(alone.named_parameters(), helped.named_parameters()):
         assert torch.equal(a, b), name
 

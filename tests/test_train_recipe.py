@@ -8,17 +8,20 @@ from dataclasses import replace
 import pytest
 import torch
 
+from caef_bench.evaluate.onestep import one_step_check
 from caef_bench.models.tiny import TinyShape
+from caef_bench.train.loop import RunOptions, RunPlan
 from caef_bench.train.recipe import TrainRequest, run_training
 
 MICRO = TinyShape(hidden=32, layers=2, heads=2, ffn=64, max_positions=8192)
+QUIET = RunOptions(progress=False)
 
 
 def _request(out, **choices):
     adapters = {"executors": ("add", "gt"), "aligners": ("add",), "direct": ("eq",), **choices}
     return TrainRequest(preset="tiny", out=out, overrides={"base_steps": 6, "stage1_steps": 2, "stage2_steps": 3,
                                                            "max_len": 6},
-                        eval_per_cell=1, progress=False, tiny_shape=MICRO, **adapters)
+                        one_step_check=one_step_check(1, 0), progress=False, tiny_shape=MICRO, **adapters)
 
 
 def test_tiny_recipe_writes_the_official_layout_with_manifests(tmp_path):
@@ -117,7 +120,7 @@ def _stopped_at_step_2(run_dir, steps):
 
     model, batch = _micro_run()
     with pytest.raises(TrainingInterrupted):
-        train(model, _signal_at(1, batch, signal.SIGTERM), run_dir, steps=steps, lr=1e-3, progress=False)
+        train(model, _signal_at(1, batch, signal.SIGTERM), run_dir, RunPlan(steps=steps, lr=1e-3), QUIET)
     return model, batch
 
 
@@ -127,7 +130,7 @@ def test_a_time_budget_counts_this_invocation_so_the_same_budget_goes_on(tmp_pat
     model, batch = _stopped_at_step_2(tmp_path, steps=4)
     state = tmp_path / "checkpoint" / "state.json"
     state.write_text(json.dumps({**json.loads(state.read_text()), "seconds": 10_000.0}))  # a long earlier run
-    result = train(model, lambda step: batch, tmp_path, steps=4, lr=1e-3, progress=False, time_budget_s=600)
+    result = train(model, lambda step: batch, tmp_path, RunPlan(steps=4, lr=1e-3), replace(QUIET, time_budget_s=600))
     assert result.steps == 4 and not result.stopped_early and result.seconds >= 10_000
 
 
@@ -135,7 +138,7 @@ def test_each_invocation_of_a_resumed_run_keeps_its_steps_seconds_and_device(tmp
     from caef_bench.train.loop import train
 
     model, batch = _stopped_at_step_2(tmp_path / "a", steps=5)
-    result = train(model, lambda step: batch, tmp_path / "a", steps=5, lr=1e-3, progress=False)
+    result = train(model, lambda step: batch, tmp_path / "a", RunPlan(steps=5, lr=1e-3), QUIET)
     assert [run["steps"] for run in result.invocations] == [[0, 2], [2, 5]]
     assert all(run["device"].startswith("cpu (") and run["seconds"] >= 0 for run in result.invocations)
     # A checkpoint written before invocations were recorded: its steps stay, under an unknown device.
@@ -143,7 +146,7 @@ def test_each_invocation_of_a_resumed_run_keeps_its_steps_seconds_and_device(tmp
     state = tmp_path / "b" / "checkpoint" / "state.json"
     old = {k: v for k, v in json.loads(state.read_text()).items() if k != "invocations"}
     state.write_text(json.dumps(old))
-    result = train(model, lambda step: batch, tmp_path / "b", steps=5, lr=1e-3, progress=False)
+    result = train(model, lambda step: batch, tmp_path / "b", RunPlan(steps=5, lr=1e-3), QUIET)
     assert [(run["steps"], run["device"] is None) for run in result.invocations] == [([0, 2], True), ([2, 5], False)]
 
 
@@ -153,15 +156,15 @@ def test_a_stop_signal_ends_the_run_after_its_step_with_a_checkpoint_and_the_sam
     model, batch = _micro_run()
     before = signal.getsignal(signal.SIGTERM)
     with pytest.raises(TrainingInterrupted) as stop:  # SIGTERM while step 2's batch is built
-        train(model, _signal_at(2, batch, signal.SIGTERM), tmp_path / "run", steps=5, lr=1e-3, progress=False)
+        train(model, _signal_at(2, batch, signal.SIGTERM), tmp_path / "run", RunPlan(steps=5, lr=1e-3), QUIET)
     assert (stop.value.signal_name, stop.value.step, stop.value.exit_code) == ("SIGTERM", 3, 143)
     assert signal.getsignal(signal.SIGTERM) is before
     # Step 2 finished and was saved, though checkpoints otherwise come every 200 steps.
     assert json.loads((tmp_path / "run/checkpoint/state.json").read_text())["step"] == 3
-    result = train(model, lambda step: batch, tmp_path / "run", steps=5, lr=1e-3, progress=False)
+    result = train(model, lambda step: batch, tmp_path / "run", RunPlan(steps=5, lr=1e-3), QUIET)
     assert [run["steps"] for run in result.invocations] == [[0, 3], [3, 5]]
     reference, _ = _micro_run()
-    train(reference, lambda step: batch, tmp_path / "reference", steps=5, lr=1e-3, progress=False)
+    train(reference, lambda step: batch, tmp_path / "reference", RunPlan(steps=5, lr=1e-3), QUIET)
     assert all(torch.equal(a, b) for a, b in zip(model.parameters(), reference.parameters()))
 
 
@@ -170,12 +173,12 @@ def test_a_second_ctrl_c_interrupts_at_once_and_an_ignored_signal_stays_ignored(
 
     model, batch = _micro_run()
     with pytest.raises(KeyboardInterrupt):
-        train(model, _signal_at(1, batch, signal.SIGINT, signal.SIGINT), tmp_path / "a", steps=3, lr=1e-3,
-              progress=False)
+        train(model, _signal_at(1, batch, signal.SIGINT, signal.SIGINT), tmp_path / "a", RunPlan(steps=3, lr=1e-3),
+              QUIET)
     assert not (tmp_path / "a/checkpoint").exists()
     previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as under nohup
     try:
-        result = train(model, _signal_at(1, batch, signal.SIGHUP), tmp_path / "b", steps=3, lr=1e-3, progress=False)
+        result = train(model, _signal_at(1, batch, signal.SIGHUP), tmp_path / "b", RunPlan(steps=3, lr=1e-3), QUIET)
         assert result.steps == 3 and signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGHUP, previous)
@@ -205,9 +208,10 @@ def test_a_killed_run_resumed_from_its_checkpoint_logs_each_step_once(tmp_path):
         if step == 3:
             raise RuntimeError("killed")
         return batch
+    every_step = replace(QUIET, log_every=1, checkpoint_every=2)
     with pytest.raises(RuntimeError):  # steps 1-3 logged, the checkpoint holds step 2
-        train(model, crash_at_step_3, tmp_path, steps=5, lr=1e-3, progress=False, log_every=1, checkpoint_every=2)
-    train(model, lambda step: batch, tmp_path, steps=5, lr=1e-3, progress=False, log_every=1, checkpoint_every=2)
+        train(model, crash_at_step_3, tmp_path, RunPlan(steps=5, lr=1e-3), every_step)
+    train(model, lambda step: batch, tmp_path, RunPlan(steps=5, lr=1e-3), every_step)
     logged = [json.loads(line)["step"] for line in (tmp_path / "loss.jsonl").read_text().splitlines()]
     assert logged == [1, 2, 3, 4, 5]
 
@@ -246,5 +250,50 @@ def test_freed_memory_goes_back_to_the_system_at_every_checkpoint(tmp_path, monk
     calls = []
     monkeypatch.setattr(loop, "return_freed_memory", lambda: calls.append(1) or True)
     model, batch = _micro_run()
-    loop.train(model, lambda step: batch, tmp_path, steps=6, lr=1e-3, progress=False, checkpoint_every=2)
+    loop.train(model, lambda step: batch, tmp_path, RunPlan(steps=6, lr=1e-3), replace(QUIET, checkpoint_every=2))
     assert len(calls) == 3
+
+
+def test_the_train_command_measures_each_adapter_with_its_eval_per_cell_and_seed(monkeypatch):
+    from caef_bench.cli import main
+    from caef_bench.evaluate import onestep
+    from caef_bench.train import recipe
+
+    requests, measured = [], []
+    monkeypatch.setattr(recipe, "run_training", lambda request: requests.append(request) or
+                        {"adapters": {}, "seconds": 0.0, "stopped": None})
+    monkeypatch.setattr(onestep, "one_step_accuracy", lambda *call: measured.append(call) or {})
+    assert main(["train", "--out", "unused", "--eval-per-cell", "3", "--seed", "2", "--quiet"]) == 0
+    requests[0].one_step_check("model", "codec", "executor", "add")
+    assert measured == [("model", "codec", "executor", "add", 3, 2)]
+
+
+def test_training_imports_nothing_from_the_layers_above_it():
+    import ast
+    from pathlib import Path
+
+    import caef_bench.train
+
+    above = ("caef_bench.evaluate", "caef_bench.report", "caef_bench.cli", "caef_bench.runtime")
+    for path in Path(caef_bench.train.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                if node.level:  # relative: from . or from .. inside caef_bench.train
+                    module = ("caef_bench.train." if node.level == 1 else "caef_bench.") + module
+                assert not module.startswith(above), f"{path.name} imports {module}"
+            elif isinstance(node, ast.Import):
+                assert not any(alias.name.startswith(above) for alias in node.names), path.name
+
+
+def test_a_checkpoint_records_its_plan_with_the_keys_earlier_checkpoints_have(tmp_path):
+    # Checkpoints already on disk hold these keys: another name or a missing key would refuse to resume them.
+    from caef_bench.train.loop import train
+
+    model, batch = _micro_run()
+    plan = RunPlan(steps=2, lr=1e-3, warmup=1, decay="cosine", data={"data": "machines", "lora": [16, ("q", "v")]})
+    train(model, lambda step: batch, tmp_path, plan, QUIET)
+    saved = json.loads((tmp_path / "checkpoint" / "state.json").read_text())["run"]
+    assert saved == {"steps": 2, "lr": 1e-3, "warmup": 1, "decay": "cosine", "min_lr_ratio": 0.05,
+                     "weight_decay": 0.0, "clip": 1.0, "data": "machines", "lora": [16, ["q", "v"]]}
+    assert saved == plan.identity()

@@ -29,7 +29,7 @@ def test_lr_warms_up_then_decays_to_its_floor_on_a_cosine():
 
 
 def _request(out, **extra):
-    return TrainRequest(preset="tiny", out=out, executors=("add",), aligners=(), progress=False, eval_per_cell=1,
+    return TrainRequest(preset="tiny", out=out, executors=("add",), aligners=(), progress=False,
                         tiny_shape=MICRO, overrides={"base_steps": 4, "stage2_steps": 2, "max_len": 4,
                                                      **extra.pop("overrides", {})}, **extra)
 
@@ -53,7 +53,9 @@ def test_adapters_are_stored_in_bf16(tmp_path):
     with safe_open(str(tmp_path / "executors/add/adapter_model.safetensors"), framework="pt") as f:
         dtypes = {f.get_tensor(k).dtype for k in f.keys()}
     assert dtypes == {torch.bfloat16}
-    assert "stage1" not in json.loads((tmp_path / "executors/add/manifest.json").read_text())["stages"]
+    manifest = json.loads((tmp_path / "executors/add/manifest.json").read_text())
+    assert "stage1" not in manifest["stages"]
+    assert manifest["one_step_accuracy"] is None  # no one_step_check was given: nothing measured
 
 
 def test_batched_draft_check_agrees_with_greedy_decoding():

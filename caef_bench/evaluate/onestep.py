@@ -12,16 +12,22 @@ pairs. Their cases are the transitions that carry the dropped zeros: REFLECTION'
 last q1 and q2 steps, SUB's steps that read the REFLECTION and first ADD halts, and
 every step of that first ADD. They are drawn from their own random stream (short
 ones may coincide with a training draw; 50 and 100 digits never do).
+
+`measure_tier` is `caef-bench onestep` (resumable results in onestep.md and onestep.json);
+`one_step_check` is the measurement training records in each adapter's manifest.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+import json
+from pathlib import Path
+from typing import Any, Callable
 
 from caef_bench.data.testsets import load_cell, named_rng, render_expr, repeated_cells, solve
 from caef_bench.data.training import nines_on_top
 from caef_bench.evaluate.scoring import accuracy
 from caef_bench.machines import run
+from caef_bench.models.names import adapter_name
 
 LENGTH_CELLS = ("5", "10", "50", "100")
 SUB_CALLEES = {"reflection": 1, "left_mask": 4}  # SUB's phase that calls each auxiliary machine
@@ -106,3 +112,119 @@ def score_cases(generate: Callable[[list[str], list[int], list[str]], list[str]]
     records = [{"correct": got == expected} for (_, expected), got in zip(cases, outputs)]
     failures = [{"prompt": p, "expected": e, "got": g} for (p, e), g in zip(cases, outputs) if g != e]
     return {**accuracy(records), "failures": failures[:keep]}  # keep=None: every failure
+
+
+def one_step_accuracy(model, codec, kind: str, op: str, per_cell: int, seed: int) -> dict:
+    """Exact match of single transitions (or aligner conversions) per test cell."""
+    from caef_bench.models.decoding import speculative_greedy
+
+    def generate(prompts, limits, drafts):
+        return [codec.decode(speculative_greedy(model, codec, codec.prompt_ids(p), codec.completion_ids(d)[:-1], n)[0])
+                for p, n, d in zip(prompts, limits, drafts)]
+
+    cases_for = executor_cases if kind == "executor" else aligner_cases
+    results = {}
+    for cell in cells_for(op, kind):
+        scored = score_cases(generate, cases_for(op, cell, per_cell, seed), lambda text: len(codec.completion_ids(text)))
+        # The first few wrong outputs stay beside the numbers: a miss in a thousand is worth reading.
+        results[cell] = {k: scored[k] for k in ("n", "correct", "accuracy", "ci_low", "ci_high", "failures")}
+    return results
+
+
+def one_step_check(per_cell: int, seed: int) -> Callable[[Any, Any, str, str], dict]:
+    """one_step_accuracy(model, codec, kind, op) at `per_cell` cases per cell, drawn with `seed`: what
+    training records in each adapter's manifest (train.recipe.TrainRequest.one_step_check)."""
+    return lambda model, codec, kind, op: one_step_accuracy(model, codec, kind, op, per_cell, seed)
+
+
+def measure_adapters(step_model, adapters: list[tuple[str, str]], per_cell: int, seed: int,
+                     measured: dict | None = None, save: Callable[[dict], None] | None = None,
+                     progress: Callable[[str, dict], None] | None = None) -> dict:
+    """One-step accuracy of each (kind, op) adapter of `step_model` (a runtime.hf.HFStepModel), by adapter
+    name, in the order of `adapters` (then any others in `measured`).
+
+    The adapters already in `measured` (an earlier run's results) are not measured again;
+    save(results) runs after every adapter measured, so an interrupted run keeps what finished;
+    progress(name, cells) for every adapter, measured or not.
+    """
+    results = dict(measured or {})
+    for kind, op in adapters:
+        name = adapter_name(kind, op)
+        if name not in results:
+            step_model.activate(name)
+            results[name] = one_step_accuracy(step_model.model, step_model.codec_for(name), kind, op, per_cell, seed)
+            if save is not None:
+                save(results)
+        if progress is not None:
+            progress(name, results[name])
+    order = [adapter_name(kind, op) for kind, op in adapters]
+    return {name: results[name] for name in sorted(results, key=lambda n: order.index(n) if n in order else len(order))}
+
+
+def _measured_model(tier: str, checkpoints: str | None, base_only: bool, device: str):
+    """(step model, the weights it names): the tier with its adapters, or its base alone."""
+    from caef_bench.runtime.hf import HFStepModel, load_step_model
+
+    if not base_only:
+        step_model = load_step_model(tier, checkpoints, device=device)
+        return step_model, {"weights": step_model.fingerprint}
+    from caef_bench.models.codec import codec_for
+    from caef_bench.models.loading import load_bare_base
+
+    loaded = load_bare_base(tier, checkpoints, device=device)
+    return HFStepModel(loaded.model, codec_for(loaded.tokenizer, loaded.tier.position_scheme)), {"weights": "base only"}
+
+
+def measure_tier(tier: str, checkpoints: str | None, adapters: list[tuple[str, str]], per_cell: int, seed: int, *,
+                 base_only: bool = False, device: str = "cpu", command: str = "", out: Path | None = None,
+                 markdown: Callable[[dict, str], str] | None = None,
+                 progress: Callable[[str, dict], None] | None = None) -> dict:
+    """`caef-bench onestep`: the one-step accuracy of a tier's adapters (or, base_only, of its base with
+    no adapter), as a record: the command, the weights (and each adapter's fingerprint), N, seed, results.
+
+    With `out`, the results go to onestep.md (as `markdown(results, header)` renders them) and
+    onestep.json there after every adapter, and a rerun with the same weights, N and seed measures
+    only the adapters those files lack.
+    """
+    step_model, settings = _measured_model(tier, checkpoints, base_only, device)
+    settings.update(per_cell=per_cell, seed=seed)
+    if not base_only:  # each adapter's own fingerprint, as the runs' records folders keep them (runtime.reuse)
+        settings["adapters"] = step_model.adapter_fingerprints
+    measured, save = {}, None
+    if out is not None:
+        if markdown is None:  # the table is the report layer's (report.tables.onestep_markdown), above this one
+            raise ValueError("measure_tier: writing to `out` needs `markdown`, the table renderer")
+        measured = earlier_results(out, settings)
+        save = lambda results: write_results(out, command, settings, results, device, markdown)  # noqa: E731
+    results = measure_adapters(step_model, adapters, per_cell, seed, measured, save, progress)
+    if save is not None:  # in the order asked (a resumed run measured the missing adapters last)
+        save(results)
+    return {"command": command, **settings, "results": results}
+
+
+RESULTS_JSON, RESULTS_MARKDOWN = "onestep.json", "onestep.md"
+
+
+def earlier_results(out: Path, settings: dict) -> dict:
+    """The adapters an earlier run into `out` already measured with the same weights, N and seed."""
+    path = Path(out) / RESULTS_JSON
+    if not path.exists():
+        return {}
+    earlier = json.loads(path.read_text())
+    same = all(earlier.get(k) == v for k, v in settings.items() if k != "adapters")  # (older files lack them)
+    return earlier["results"] if same else {}
+
+
+def write_results(out: Path, command: str, settings: dict, results: dict, device: str,
+                  markdown: Callable[[dict, str], str]) -> None:
+    """onestep.md (the table `markdown` renders under a header that says how it was measured) and onestep.json."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    header = (f"Generated by `{command}`, weights `{settings['weights']}`, device {device}: exact match of single "
+              f"transitions (executors) and conversions (aligners, (I) and (O) alternating), up to {settings['per_cell']} "
+              f"held-out cases per cell (seed {settings['seed']}; fewer where a cell's test set is smaller: N is in "
+              f"each cell); Wilson 95% intervals. The one-step bar the tiny tier is held to: "
+              f"executors 99.9%, aligners 99.5% at every length.")
+    (out / RESULTS_MARKDOWN).write_text(markdown(results, header))
+    (out / RESULTS_JSON).write_text(json.dumps({"command": command, **settings, "device": device,
+                                                "results": results}, indent=1) + "\n")

@@ -278,6 +278,15 @@ def load(tier: str | Tier, ops: Iterable[str] | None = None, device: str = "cpu"
     return LoadedTier(model, tokenizer, tier, names, schemes)
 
 
+def load_bare_base(tier: str = "tiny", checkpoints: str | Path | None = None, device: str = "cpu") -> LoadedTier:
+    """A tier's base model alone, no adapter loaded; for the tiny tier, `checkpoints` (an adapter
+    folder, official layout) holds the base in base/, as it does for runtime.hf.load_step_model."""
+    overrides = {"adapters": None}
+    if checkpoints and tier == "tiny":
+        overrides["base"] = Path(checkpoints) / "base"
+    return load(tier, device=device, **overrides)
+
+
 def adapter_schemes(adapter_root: str | Path) -> dict[str, str]:
     """adapter name -> the position scheme its manifest records (adapters trained before
     manifests recorded one are left out: they run with the base's)."""
@@ -359,6 +368,6 @@ def adapter_fingerprints(tier: Tier) -> dict[str, str]:
 __all__ = [
     "KINDS", "LLAMA_HUB_ID", "TIERS", "LoadedTier", "Tier",
     "adapter_dir", "get_tier", "load",
-    "adapter_schemes", "load_adapters", "load_base", "loaded_adapters", "position_scheme_of", "save_adapter",
+    "adapter_schemes", "load_adapters", "load_bare_base", "load_base", "loaded_adapters", "position_scheme_of", "save_adapter",
     "torch_dtype", "use_adapter", "weights_fingerprint", "adapter_fingerprints", "fingerprints",
 ]

@@ -48,7 +48,8 @@ class HFStepModel:
         self.drafter = drafter if drafter is not None else OracleModel(strict=False)
         self.stats = DecodeStats()
 
-    def _activate(self, adapter: str) -> None:
+    def activate(self, adapter: str) -> None:
+        """Make `adapter` the one that answers (a model without adapters has none to switch)."""
         if hasattr(self.model, "peft_config"):
             if adapter not in self.model.peft_config:
                 raise ValueError(f"adapter {adapter!r} is not loaded; loaded: {', '.join(self.model.peft_config)}")
@@ -72,7 +73,7 @@ class HFStepModel:
     def generate(self, prompts: list[str], adapter: str, limits: list[int] | None = None) -> list[Completion]:
         """One greedy completion per prompt; `limits` caps each one's tokens (default: room for a next state,
         `_limit`), as one-step checks do, where anything past the expected length is wrong anyway."""
-        self._activate(adapter)
+        self.activate(adapter)
         codec = self.codec_for(adapter)
         prompt_ids = [codec.prompt_ids(p) for p in prompts]
         limits = limits if limits is not None else [self._limit(ids) for ids in prompt_ids]

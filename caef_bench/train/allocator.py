@@ -1,14 +1,10 @@
 """The C allocator a training run uses: jemalloc where it is installed, glibc's malloc otherwise.
 
-Why: micro-batches of every width churn the heap. On an Intel CPU with AMX (bf16 autocast, 2
-cores) the tiny preset's base slowed under glibc's malloc from ~8,500 tokens/s just after a
-start to ~6,000 within 20 minutes and ~5,600 later, resident memory cycling between 5 and 8 GB,
-while a profile put the time in torch's own kernels; under jemalloc (its defaults) the next
-steps kept 8,600-9,000 at 2 GB for as long as they were watched. On an AMD EPYC with AVX2 only
-(fp32, 2 cores) glibc held ~4,800 for the 20 minutes watched (1.1-4.3 GB resident) and jemalloc
-without purging matched it at a flat 1.0 GB (with purging, 3,750: see NO_PURGING). The
-allocator is chosen when a process starts, so `caef-bench train` re-executes itself once with
-jemalloc preloaded, as the same command line (`pgrep -f caef-bench` finds it) and process id.
+Why: micro-batches of every width churn the heap. Under glibc's malloc a long run's resident
+memory cycles by gigabytes and its steps slow down as it goes; jemalloc (without purging) holds
+a flat working set at the same or a better speed (the measurements are in docs/training.md).
+The allocator is chosen when a process starts, so `caef-bench train` re-executes itself once
+with jemalloc preloaded, as the same command line (`pgrep -f caef-bench` finds it) and process id.
 
 Set CAEF_BENCH_ALLOCATOR=system to keep the C library's malloc. Nothing here imports torch.
 """
@@ -23,10 +19,9 @@ from typing import Callable, Mapping
 CHOICE = "CAEF_BENCH_ALLOCATOR"  # "system" keeps the C library's malloc
 KNOWN = ("jemalloc", "tcmalloc")  # allocators already preloaded (by the user, or by the re-execution: no loop)
 # jemalloc hands pages unused for ~10 s back to the system by default, and a training step (a few
-# seconds) allocates them again, page fault by page fault: on the AVX2 CPU above, 160,000 faults a
-# second and 3,750 tokens/s; without purging, none, 4,800 tokens/s and a flat 1.0 GB resident (a
-# training step's working set recurs, so the peak is all it ever holds). A MALLOC_CONF of the
-# user's own is kept instead.
+# seconds) allocates them again, page fault by page fault, which costs a CPU run a fifth of its
+# speed; without purging there are none, and a training step's working set recurs, so the peak is
+# all it ever holds. A MALLOC_CONF of the user's own is kept instead.
 NO_PURGING = "dirty_decay_ms:-1,muzzy_decay_ms:-1"
 
 

@@ -4,8 +4,8 @@ The run directory holds `checkpoint/` (trainable weights, optimizer, step and
 random states), `loss.jsonl` (one line per logged step) and `loss.png`. A run
 that finds a checkpoint continues from it; batches are a function of the step,
 so the continued run is the run that was interrupted. Each invocation's steps,
-seconds and device stay on record (a CPU run of the tiny preset spans sessions,
-on one thread or two). A stop signal (SIGTERM from a scheduler, Ctrl-C, SIGHUP)
+seconds and device stay on record (a long run may span invocations on different
+machines). A stop signal (SIGTERM from a scheduler, Ctrl-C, SIGHUP)
 ends the run after its current step with a checkpoint, so it loses no steps.
 """
 
@@ -37,6 +37,50 @@ class RunResult:
     invocations: list = field(default_factory=list)  # [{"steps": [from, to], "seconds", "device"}], oldest first
 
 
+@dataclass(frozen=True)
+class RunPlan:
+    """What a run is: its schedule and its data. A checkpoint is continued only under the same plan.
+
+    data says what make_batch draws from (fingerprint, seed, batch size, ...); the learning
+    rate warms up linearly over `warmup` steps, then stays constant or follows a cosine down
+    to min_lr_ratio of its peak (lr_factor); clip caps the gradient norm.
+    """
+
+    steps: int
+    lr: float
+    warmup: int = 0
+    decay: str = "constant"
+    min_lr_ratio: float = 0.05
+    weight_decay: float = 0.0
+    clip: float = 1.0
+    data: dict | None = None
+
+    def identity(self) -> dict:
+        """The plan as the checkpoint's JSON holds it (tuples become lists), so that equal plans compare equal."""
+        return json.loads(json.dumps({"steps": self.steps, "lr": self.lr, "warmup": self.warmup, "decay": self.decay,
+                                      "min_lr_ratio": self.min_lr_ratio, "weight_decay": self.weight_decay,
+                                      "clip": self.clip, **(self.data or {})}))
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How one invocation carries out a plan: none of it is part of the run, so any of it may change
+    when the run is continued (precision and batch workers move the arithmetic, not the recipe).
+
+    time_budget_s counts this invocation's seconds alone, so the same command with the same
+    budget goes on; workers > 0 builds batches in that many background processes (on an
+    accelerator the machines' Python would otherwise starve it); precision: resolve_precision.
+    """
+
+    time_budget_s: float | None = None
+    title: str = ""  # the progress bar's and the loss plot's
+    progress: bool = True
+    workers: int = 0
+    precision: str = "auto"
+    log_every: int = 10  # steps per line of loss.jsonl
+    checkpoint_every: int = 200
+
+
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
 
 
@@ -57,8 +101,8 @@ class TrainingInterrupted(Exception):
 def _stop_requests():
     """A list that gets the name of the first stop signal to arrive while the block runs.
 
-    A CPU step takes seconds and a checkpoint comes every 200 steps (a quarter of an hour on
-    two cores): dying at once would lose that much. A second signal does what it did before
+    A CPU step takes seconds and a checkpoint comes every 200 steps: dying at once would lose up
+    to that many. A second signal does what it did before
     (Ctrl-C twice interrupts at once). A signal already ignored stays so (nohup's SIGHUP), and
     outside the main thread, where Python cannot install handlers, nothing changes.
     """
@@ -144,9 +188,8 @@ CPU_FAST_MIN_HIDDEN = 256
 def resolve_precision(device_type: str, precision: str = "auto", hidden_size: int = 0) -> str:
     """fp32 or bf16 (autocast) for a run on `device_type`. auto: bf16 on an accelerator (the
     paper trains in bf16); on a CPU with native bf16, bf16 for models of hidden size 256 or
-    more (the tiny tier trained 1.47x faster on this project's 2-core machine,
-    results/bench_training.md; the tests' hidden-64 micro base 13% slower, the casts costing
-    more than its small products save); else fp32. The weights and optimizer stay fp32."""
+    more, whose products are large enough to pay for the casts (docs/training.md has the
+    measurements); else fp32. The weights and optimizer stay fp32."""
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; expected one of {', '.join(PRECISIONS)}")
     if precision != "auto":
@@ -197,8 +240,7 @@ def _save_checkpoint(folder: Path, model, optimizer, state: dict) -> None:
 
 def describe_device(device) -> str:
     """The device a run trained on, as manifests record it: a CPU's model, threads and the
-    process's C allocator each change its speed (this project's CPUs have differed by 2x: see
-    native_cpu_bf16 and allocator.py)."""
+    process's C allocator each change its speed (see native_cpu_bf16 and allocator.py)."""
     import torch
 
     from .allocator import active_allocator
@@ -236,8 +278,8 @@ def _load_checkpoint(folder: Path, model, optimizer) -> None:
 def return_freed_memory() -> bool:
     """Hand the C heap's free pages back to the system (glibc's malloc_trim); False where there is
     no glibc (macOS, musl). Micro-batches of every width fragment the heap, and glibc keeps what
-    is freed in the middle of it: the tiny preset's base on 2 CPU cores grew from 5.5 to 8 GB
-    resident in 45 minutes and still by ~30 MB a minute after 80, and one trim returned 6 GB."""
+    is freed in the middle of it, so a long run's resident memory grows by gigabytes
+    (docs/training.md)."""
     try:
         trim = ctypes.CDLL("libc.so.6").malloc_trim
     except (OSError, AttributeError):
@@ -288,20 +330,15 @@ def plot_losses(log_path: Path, png_path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def train(model, make_batch: Callable[[int], dict], run_dir: str | Path, *, steps: int, lr: float,
-          weight_decay: float = 0.0, warmup: int = 0, clip: float = 1.0, log_every: int = 10,
-          checkpoint_every: int = 200, time_budget_s: float | None = None, title: str = "",
-          progress: bool = True, workers: int = 0, decay: str = "constant", min_lr_ratio: float = 0.05,
-          precision: str = "auto", data: dict | None = None) -> RunResult:
-    """Train `model`'s parameters that require grad on batches make_batch(step) for `steps` steps.
+def train(model, make_batch: Callable[[int], dict], run_dir: str | Path, plan: RunPlan,
+          options: RunOptions = RunOptions()) -> RunResult:
+    """Train `model`'s parameters that require grad on batches make_batch(step) for plan.steps steps.
 
     make_batch returns a batch of CPU tensors or a list of micro-batches (collate_micro): their
     gradients are accumulated, each loss weighted by its share of the step's completion tokens,
     so one optimizer step sees the mean over the whole step as with one batch. Tensors go to
-    the model's device here. workers > 0 builds batches in that many background processes (on
-    an accelerator the machines' Python would otherwise starve it). precision: see
-    resolve_precision. data: what make_batch draws from (fingerprint, seed, batch size); with
-    the schedule it is saved in the checkpoint, and a checkpoint of another run is refused.
+    the model's device here. The plan is saved in the checkpoint, and a checkpoint of another
+    plan is refused.
     """
     import torch
     from tqdm import tqdm
@@ -310,14 +347,11 @@ def train(model, make_batch: Callable[[int], dict], run_dir: str | Path, *, step
     run_dir.mkdir(parents=True, exist_ok=True)
     checkpoint, log_path = run_dir / "checkpoint", run_dir / "loss.jsonl"
     params = list(_trainable(model).values())
-    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, steps, warmup, decay, min_lr_ratio))
-    # What makes a resumed run the run that was interrupted (the threads, precision and
-    # micro-batching may change between invocations: they move the arithmetic, not the recipe),
-    # as the checkpoint's JSON holds it (tuples become lists) so that equal runs compare equal.
-    identity = json.loads(json.dumps({"steps": steps, "lr": lr, "warmup": warmup, "decay": decay,
-                                      "min_lr_ratio": min_lr_ratio, "weight_decay": weight_decay, "clip": clip,
-                                      **(data or {})}))
+    steps = plan.steps
+    optimizer = torch.optim.AdamW(params, lr=plan.lr, weight_decay=plan.weight_decay)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: lr_factor(s, steps, plan.warmup, plan.decay, plan.min_lr_ratio))
+    identity = plan.identity()  # what makes a resumed run the run that was interrupted
     state = {"step": 0, "tokens": 0, "seconds": 0.0, "loss": None}
     if (checkpoint / "state.json").exists():
         state = json.loads((checkpoint / "state.json").read_text())
@@ -332,7 +366,8 @@ def train(model, make_batch: Callable[[int], dict], run_dir: str | Path, *, step
     earlier = state.get("invocations", [{"steps": [0, state["step"]], "seconds": round(state["seconds"], 1),
                                          "device": None}] if state["step"] else [])
     first_step, where = state["step"], describe_device(device)
-    precision = resolve_precision(device.type, precision, getattr(getattr(model, "config", None), "hidden_size", 0))
+    hidden_size = getattr(getattr(model, "config", None), "hidden_size", 0)
+    precision = resolve_precision(device.type, options.precision, hidden_size)
     # `started` carries the seconds of earlier invocations (the run's wall time); the time budget
     # counts this invocation's alone, so the same command with the same budget goes on.
     invoked = time.perf_counter()
@@ -345,11 +380,12 @@ def train(model, make_batch: Callable[[int], dict], run_dir: str | Path, *, step
                  "device": where}] if state["step"] > first_step else []
         state["invocations"] = earlier + this
 
-    bar = tqdm(total=steps, initial=state["step"], desc=title or "train", unit="step", disable=not progress)
+    bar = tqdm(total=steps, initial=state["step"], desc=options.title or "train", unit="step",
+               disable=not options.progress)
     stopped_early = False
     with _stop_requests() as stop_requested:
-        for _, batch in _batches_from(make_batch, state["step"], steps, workers):
-            if time_budget_s is not None and time.perf_counter() - invoked > time_budget_s:
+        for _, batch in _batches_from(make_batch, state["step"], steps, options.workers):
+            if options.time_budget_s is not None and time.perf_counter() - invoked > options.time_budget_s:
                 stopped_early = True
                 break
             parts = batch if isinstance(batch, list) else [batch]
@@ -364,14 +400,14 @@ def train(model, make_batch: Callable[[int], dict], run_dir: str | Path, *, step
                     share = model(**part, use_cache=False).loss * (count / total)
                 share.backward()
                 loss = loss + share.detach()
-            torch.nn.utils.clip_grad_norm_(params, clip)
+            torch.nn.utils.clip_grad_norm_(params, plan.clip)
             optimizer.step()
             schedule.step()
             optimizer.zero_grad(set_to_none=True)
             state["step"] += 1
             state["tokens"] += tokens
             window.append(loss.detach())  # no .item() per step: that waits for the accelerator every step
-            if state["step"] % log_every == 0 or state["step"] == steps:
+            if state["step"] % options.log_every == 0 or state["step"] == steps:
                 state["loss"] = torch.stack(window).float().mean().item()
                 state["seconds"] = time.perf_counter() - started
                 with log_path.open("a") as log:
@@ -379,7 +415,7 @@ def train(model, make_batch: Callable[[int], dict], run_dir: str | Path, *, step
                                           "seconds": round(state["seconds"], 1)}) + "\n")
                 bar.set_postfix(loss=f"{state['loss']:.4f}")
                 window = []
-            if state["step"] % checkpoint_every == 0:
+            if state["step"] % options.checkpoint_every == 0:
                 note_time()
                 _save_checkpoint(checkpoint, model, optimizer, state)
                 return_freed_memory()  # a run of days would otherwise grow by gigabytes
@@ -390,9 +426,9 @@ def train(model, make_batch: Callable[[int], dict], run_dir: str | Path, *, step
     note_time()
     _save_checkpoint(checkpoint, model, optimizer, state)
     if stop_requested:
-        raise TrainingInterrupted(stop_requested[0], state["step"], steps, title)
+        raise TrainingInterrupted(stop_requested[0], state["step"], steps, options.title)
     if log_path.exists():
-        plot_losses(log_path, run_dir / "loss.png", title)
+        plot_losses(log_path, run_dir / "loss.png", options.title)
     model.eval()
     return RunResult(state["step"], state["tokens"], state["seconds"], state["loss"], stopped_early, precision,
                      state["invocations"])

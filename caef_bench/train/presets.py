@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from caef_bench.models.names import adapter_name
@@ -13,7 +14,7 @@ SHARES = ("equal_share", "short_share", "same_share", "near_share", "composer_sh
 @dataclass(frozen=True)
 class BasePhase:
     """One run of the tiny base's pre-training; each phase starts a fresh optimizer and schedule
-    from the weights of the one before (as the shipped base's two H100 rounds did)."""
+    from the weights of the one before."""
 
     samples: int  # steps x batch: the budget does not depend on the batch a machine can hold
     lr: float
@@ -71,12 +72,25 @@ class Preset:
         return [(self.base_steps, self.base_lr, self.curriculum_steps)]
 
 
+# Settings a command may override, by name: each a Preset field, but `batch`, which sets the base's
+# and stage 2's batch (stage 1's stays the preset's).
+OVERRIDABLE = ("base_steps", "stage1_steps", "stage2_steps", "max_len", "batch", "base_lr", "lr", "curriculum_steps",
+               *SHARES, "position_scheme")
+_FIELDS_OF = {"batch": ("base_batch", "stage2_batch")}
+
+
+def preset_overrides(settings: Mapping[str, object]) -> dict:
+    """The preset fields that `settings` (e.g. the command line's, None where not given) override."""
+    return {field_name: settings[name] for name in OVERRIDABLE if settings.get(name) is not None
+            for field_name in _FIELDS_OF.get(name, (name,))}
+
+
 # What each shipped tiny adapter was trained on, summed over its rounds (the chain of
 # `initialised_from` in its manifest): its samples, the highest peak learning rate of its rounds
-# (the peak of the largest round left aligner_div at 42 of 50 from a fresh LoRA), the shares of
-# its last round and the ids it was trained with (tests/test_presets.py checks these against
-# checkpoints/tiny). The mul and div executors had one round (80 steps x 128 at 2e-4, no shares).
-# The preset trains each adapter once on this (TINY_ADAPTER_PLANS, below).
+# (a fresh LoRA learns less at the peak of the largest one), the shares of its last round and the
+# ids it was trained with (tests/test_presets.py checks these against checkpoints/tiny). The mul
+# and div executors had one round (80 steps x 128 at 2e-4, no shares). The preset trains each
+# adapter once on this (TINY_ADAPTER_PLANS, below).
 _NO_SHARES = {name: 0.0 for name in SHARES}
 _EXPR = "coupled-expr"  # aligner (I) without index hints: how the mul and div aligners were trained
 SHIPPED_ROUNDS = {
@@ -98,17 +112,14 @@ SHIPPED_ROUNDS = {
     "aligner_lt": {"samples": 103_040, "lr": 5e-4},
     "aligner_eq": {"samples": 103_040, "lr": 5e-4},
 }
-# Two changes make the rounds one run from scratch:
-# - From a fresh LoRA on the shipped base the div aligner's summed 13,760 samples reached 42 of
-#   50 held-out conversions, and 55,040 (430 steps x 128) 400 of 400 (the rounds behind the small
-#   sums each started from the adapter before): every aligner gets at least that (seconds on a
-#   GPU: aligner samples are short).
-# - Every adapter trains under the preset's ids, those its base pre-trained under: the mul and
-#   div aligners kept coupled-expr only because they were trained before the index hints of
-#   coupled-hints existed; on the shipped base, under coupled-hints at 430 steps, the div
-#   aligner also wrote 400 of 400.
-# The LoRA-direct baseline gets the budget of its operator's executor and aligner together (the
-# shipped direct adapters had 10,240 samples each, less than their CAEF counterparts: see README).
+# Two changes make the rounds one run from scratch (the measurements behind them are in
+# docs/reproducibility.md):
+# - Every aligner gets at least ALIGNER_MIN_SAMPLES: a small sum of rounds, each round starting
+#   from the adapter before, is not enough from a fresh LoRA (seconds on a GPU: aligner samples
+#   are short).
+# - Every adapter trains under the preset's ids, those its base pre-trained under (SHIPPED_ROUNDS'
+#   position_scheme is left out of the plans).
+# The LoRA-direct baseline gets the budget of its operator's executor and aligner together.
 ALIGNER_MIN_SAMPLES = 430 * 128
 
 
@@ -125,10 +136,9 @@ for _op in ("add", "sub", "mul", "div", "gt", "lt", "eq"):
         "samples": sum(TINY_ADAPTER_PLANS[adapter_name(kind, _op)]["samples"] for kind in ("executor", "aligner")),
         "lr": 2e-4, **_NO_SHARES}
 
-# The shipped base: round 1 (3,678 steps x 128, lengths growing over the first 1,471) and round 2
-# (2,800 steps x 128 at full length) on one H100, with no shares. They ran under "coupled" ids,
-# before the aligners' index hints existed; the preset pre-trains under the ids its aligners then
-# train with (position_scheme), so the base's aligner samples already carry them.
+# The shipped base's two rounds: 3,678 steps x 128, lengths growing over the first 1,471, then
+# 2,800 steps x 128 at full length, with no shares. The preset pre-trains under the ids its
+# aligners then train with (position_scheme), so the base's aligner samples already carry them.
 TINY_BASE_PHASES = (BasePhase(samples=3_678 * 128, lr=1e-3, curriculum_samples=1_471 * 128),
                     BasePhase(samples=2_800 * 128, lr=5e-4))
 

@@ -19,10 +19,11 @@ import time
 import zlib
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any, Callable
 
 from caef_bench.machines import ALIGNED_OPS, EXECUTOR_OPS
 from caef_bench.models.names import adapter_name
-from caef_bench.evaluate.onestep import aligner_cases, cells_for, executor_cases, score_cases
+from caef_bench.train.loop import CPU_FAST_MIN_HIDDEN, RunOptions, RunPlan, describe_device, train
 from caef_bench.train.presets import PRESETS, SHARES, Preset
 from caef_bench.train.sources import FileSource, MachineSource
 
@@ -44,7 +45,9 @@ class TrainRequest:
     time_budget_s: float | None = None  # per training run, per invocation
     stop_after_s: float | None = None  # for the whole command: no run goes past it, none starts after it
     deadline: float | None = None  # time.monotonic() at which stop_after_s runs out (set by run_training)
-    eval_per_cell: int = 50
+    # (model with the adapter, codec, kind, op) -> the adapter's one-step accuracy per test cell, for its
+    # manifest (the CLI's is evaluate.onestep.one_step_check); None: the manifest records none
+    one_step_check: Callable[[Any, Any, str, str], dict] | None = None
     progress: bool = True
     tiny_shape: object = None  # a TinyShape for the tiny base (default: TinyShape())
     base_init: Path | None = None  # start the tiny base's pre-training from these weights, not a random init
@@ -64,11 +67,8 @@ class TrainRequest:
     def micro_tokens(self, model) -> int:
         """Padded tokens per micro-batch for training `model` (0: each step's batch as one tensor).
         On a CPU, models of hidden size 256 or more (the tiny tier) default to length-sorted
-        micro-batches of 4,096 tokens (the fastest of 2k-16k on 2 cores, 7x one 128-sample
-        tensor). Narrower ones (the tests' micro bases: within 10% either way, measured) and an
-        accelerator (unmeasured) keep whole batches, as the shipped runs were trained."""
-        from caef_bench.train.loop import CPU_FAST_MIN_HIDDEN
-
+        micro-batches of CPU_MICRO_BATCH_TOKENS, the fastest size measured (docs/training.md);
+        narrower ones, where splitting gains little, and an accelerator keep whole batches."""
         if self.micro_batch_tokens is not None:
             return self.micro_batch_tokens
         wide = getattr(model.config, "hidden_size", 0) >= CPU_FAST_MIN_HIDDEN
@@ -79,6 +79,11 @@ class TrainRequest:
         budgets = [b for b in (self.time_budget_s, None if self.deadline is None else self.deadline - time.monotonic())
                    if b is not None]
         return max(0.0, min(budgets)) if budgets else None
+
+    def run_options(self, title: str) -> RunOptions:
+        """How this command carries out its next training run."""
+        return RunOptions(time_budget_s=self.run_budget_s(), title=title, progress=self.progress,
+                          workers=self.workers, precision=self.precision)
 
     @property
     def recipe(self) -> Preset:
@@ -118,23 +123,6 @@ def _batches(source, size: int, codec, micro_tokens: int):
     return lambda step: collate_micro(source.batch(step, size), codec, micro_tokens)
 
 
-def one_step_accuracy(model, codec, kind: str, op: str, per_cell: int, seed: int) -> dict:
-    """Exact match of single transitions (or aligner conversions) per test cell."""
-    from caef_bench.models.decoding import speculative_greedy
-
-    def generate(prompts, limits, drafts):
-        return [codec.decode(speculative_greedy(model, codec, codec.prompt_ids(p), codec.completion_ids(d)[:-1], n)[0])
-                for p, n, d in zip(prompts, limits, drafts)]
-
-    cases_for = executor_cases if kind == "executor" else aligner_cases
-    results = {}
-    for cell in cells_for(op, kind):
-        scored = score_cases(generate, cases_for(op, cell, per_cell, seed), lambda text: len(codec.completion_ids(text)))
-        # The first few wrong outputs stay beside the numbers: a miss in a thousand is worth reading.
-        results[cell] = {k: scored[k] for k in ("n", "correct", "accuracy", "ci_low", "ci_high", "failures")}
-    return results
-
-
 def _source(request: TrainRequest, kind: str, op: str, stage: int):
     recipe = request.recipe_for(kind, op)
     if request.data is not None:
@@ -157,90 +145,160 @@ def _recorded(recipe: Preset) -> dict:
     return {name: value for name, value in asdict(recipe).items() if name != "adapter_plans"}
 
 
-def _base(request: TrainRequest, command: str):
-    """The model the adapters sit on: the given base, or the tiny tier's own (built and pre-trained)."""
+def _load_fp32(path: str | Path, device: str):
+    """A saved model in fp32 on `device`, as the recipe trains it."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32).to(device)
+
+
+def _copy_loss_curves(run_dir: Path, folder: Path, prefix: str) -> None:
+    """A training run's loss curve (loss.jsonl and loss.png) beside the weights it made, as <prefix>loss.*."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("loss.jsonl", "loss.png"):
+        if (run_dir / name).exists():
+            shutil.copy(run_dir / name, folder / f"{prefix}{name}")
+
+
+def _base(request: TrainRequest, command: str):
+    """(model, codec): the model the adapters sit on: the given base, or the tiny tier's own (pre-trained
+    here unless a finished one is in OUT/base)."""
+    if request.base:
+        return _given_base(request)
+    folder = request.out / "base"
+    if _finished(folder):
+        from transformers import AutoTokenizer
+
+        from caef_bench.models.codec import codec_for
+
+        model = _load_fp32(folder, request.torch_device)
+        return model, codec_for(AutoTokenizer.from_pretrained(folder), request.recipe.position_scheme)
+    return _pretrain_tiny_base(request, command)
+
+
+def _given_base(request: TrainRequest):
+    """(model, codec) of a --base folder: its ids are its own scheme's, unless the request overrides
+    position_scheme (coupled-expr differs from coupled on expressions only, so aligners can move to
+    it on a base pre-trained with coupled)."""
+    from transformers import AutoTokenizer
 
     from caef_bench.models.codec import codec_for
-    from caef_bench.models.tiny import TinyShape, build_tiny_base, save_tiny_base, shape_of, tier_info
+    from caef_bench.models.tiny import tier_info
 
-    recipe = request.recipe
-    if request.base:
-        model = AutoModelForCausalLM.from_pretrained(request.base, torch_dtype=torch.float32).to(request.torch_device)
-        tokenizer = AutoTokenizer.from_pretrained(request.base)
-        # The base's own scheme, unless asked otherwise: coupled-expr differs from coupled on
-        # expressions only, so aligners can move to it on a base pre-trained with coupled.
-        asked = request.overrides.get("position_scheme")
-        codec = codec_for(tokenizer, asked or tier_info(request.base)["position_scheme"])
-        if asked not in (None, codec.scheme):
-            raise ValueError(f"position scheme {asked!r} needs the CAEF tokenizer; {request.base} has its own")
-        return model, codec
-    folder = request.out / "base"
-    runs = request.out / ".runs" / "base"
-    if _finished(folder):
-        model = AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32).to(request.torch_device)
-        return model, codec_for(AutoTokenizer.from_pretrained(folder), recipe.position_scheme)
-    from caef_bench.models.codec import CaefCodec
-    from caef_bench.train.loop import describe_device, train
+    model = _load_fp32(request.base, request.torch_device)
+    tokenizer = AutoTokenizer.from_pretrained(request.base)
+    asked = request.overrides.get("position_scheme")
+    codec = codec_for(tokenizer, asked or tier_info(request.base)["position_scheme"])
+    if asked not in (None, codec.scheme):
+        raise ValueError(f"position scheme {asked!r} needs the CAEF tokenizer; {request.base} has its own")
+    return model, codec
+
+
+def _tiny_base_start(request: TrainRequest, folder: Path, runs: Path):
+    """The weights the tiny base's pre-training starts from, or goes on from."""
+    from caef_bench.models.tiny import TinyShape, build_tiny_base
 
     if (folder / "manifest.json").exists() and not any(runs.glob("**/checkpoint/state.json")):
         # A base cut short by a time budget, shipped without its optimizer state: go on from its weights.
-        model = AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32).to(request.torch_device)
-    elif request.base_init is not None:  # a further round of pre-training on an earlier base
-        model = AutoModelForCausalLM.from_pretrained(request.base_init, torch_dtype=torch.float32).to(request.torch_device)
-    else:  # new, or resumed from the run's checkpoint by train()
-        model = build_tiny_base(request.tiny_shape or TinyShape(), seed=request.seed).to(request.torch_device)
-    codec = CaefCodec(recipe.position_scheme)
-    runs_plan = recipe.base_runs(set(request.overrides))
-    phased = len(runs_plan) > 1
+        return _load_fp32(folder, request.torch_device)
+    if request.base_init is not None:  # a further round of pre-training on an earlier base
+        return _load_fp32(request.base_init, request.torch_device)
+    # new, or resumed from the run's checkpoint by train()
+    return build_tiny_base(request.tiny_shape or TinyShape(), seed=request.seed).to(request.torch_device)
+
+
+def _base_source(request: TrainRequest, index: int, curriculum: int, phased: bool):
+    """What run `index` of the base's pre-training draws from."""
+    if request.data is not None:  # the mixture of every executor and aligner file of the data folder
+        files = sorted(p for p in request.data.glob("*.jsonl") if p.name.startswith(("executor_", "aligner_"))
+                       and ".stage1." not in p.name)
+        return FileSource(files, request.seed + index)
+    # The machines the run trains adapters for (all of them by default). Phases draw uniformly
+    # over the length classes; one overridden run takes the preset's shares.
+    recipe = request.recipe
     every = [("executor", op) for op in EXECUTOR_OPS] + [("aligner", op) for op in ALIGNED_OPS]
     adapters = [("executor", op) for op in request.executors] + [("aligner", op) for op in request.aligners]
-    fingerprints, steps, tokens, seconds, finished, invocations = [], 0, 0, 0.0, 0, []
-    micro_tokens = request.micro_tokens(model)
-    for index, (phase_steps, phase_lr, curriculum) in enumerate(runs_plan):
-        if request.data is not None:  # the mixture of every executor and aligner file of the data folder
-            files = sorted(p for p in request.data.glob("*.jsonl") if p.name.startswith(("executor_", "aligner_"))
-                           and ".stage1." not in p.name)
-            source = FileSource(files, request.seed + index)
-        else:  # the machines the run trains adapters for (all of them by default)
-            # Phases draw uniformly over the length classes, as the shipped base did; one
-            # overridden run takes the preset's shares.
-            shares = {name: 0.0 for name in SHARES} if phased else _mixture(recipe)
-            source = MachineSource(adapters or every, recipe.max_len, request.seed + index, curriculum_steps=curriculum,
-                                   **shares)
-        phase_runs = runs / f"phase{index + 1}" if phased else runs
-        title = f"tiny base: all machines{f' (phase {index + 1} of {len(runs_plan)})' if phased else ''}"
-        result = train(model, _batches(source, recipe.base_batch, codec, micro_tokens), phase_runs,
-                       workers=request.workers, steps=phase_steps, lr=phase_lr, warmup=100, decay=recipe.decay,
-                       time_budget_s=request.run_budget_s(), title=title, progress=request.progress,
-                       precision=request.precision,
+    shares = {name: 0.0 for name in SHARES} if phased else _mixture(recipe)
+    return MachineSource(adapters or every, recipe.max_len, request.seed + index, curriculum_steps=curriculum, **shares)
+
+
+@dataclass
+class _Pretraining:
+    """The tiny base's pre-training runs of this command, summed for its manifest."""
+
+    runs: list  # (steps, lr, curriculum steps) of each run the preset plans
+    fingerprints: list = field(default_factory=list)  # of each run's data, as far as they went
+    steps: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+    invocations: list = field(default_factory=list)
+    finished: int = 0  # runs that went to their end
+    last: object = None  # the last run's train.loop.RunResult
+
+    @property
+    def phased(self) -> bool:
+        return len(self.runs) > 1
+
+    @property
+    def complete(self) -> bool:
+        return self.finished == len(self.runs)
+
+
+def _run_base_phases(request: TrainRequest, model, codec, runs: Path, micro_tokens: int) -> _Pretraining:
+    """Pre-train the tiny base run by run (phases, when the preset has several), until one is cut short."""
+    recipe = request.recipe
+    done = _Pretraining(recipe.base_runs(set(request.overrides)))
+    for index, (phase_steps, phase_lr, curriculum) in enumerate(done.runs):
+        source = _base_source(request, index, curriculum, done.phased)
+        phase_runs = runs / f"phase{index + 1}" if done.phased else runs
+        title = f"tiny base: all machines{f' (phase {index + 1} of {len(done.runs)})' if done.phased else ''}"
+        plan = RunPlan(steps=phase_steps, lr=phase_lr, warmup=100, decay=recipe.decay,
                        data={"data": source.fingerprint, "seed": request.seed, "batch": recipe.base_batch,
                              "positions": codec.scheme,
                              "initialised_from": str(request.base_init) if request.base_init else None})
-        fingerprints.append(source.fingerprint)
-        steps, tokens, seconds = steps + result.steps, tokens + result.tokens, seconds + result.seconds
-        invocations += [{"phase": index + 1, **run} for run in result.invocations] if phased else result.invocations
+        result = train(model, _batches(source, recipe.base_batch, codec, micro_tokens), phase_runs, plan,
+                       request.run_options(title))
+        done.fingerprints.append(source.fingerprint)
+        done.steps += result.steps
+        done.tokens += result.tokens
+        done.seconds += result.seconds
+        done.invocations += ([{"phase": index + 1, **run} for run in result.invocations] if done.phased
+                             else result.invocations)
+        done.last = result
         if result.stopped_early:  # the same command goes on from this phase's checkpoint
             break
-        finished += 1
-    stopped = finished < len(runs_plan)
+        done.finished += 1
+    return done
+
+
+def _pretrain_tiny_base(request: TrainRequest, command: str):
+    """Build (or go on with) the tiny base, pre-train it on the machines, save it to OUT/base with its
+    loss curves and manifest; returns (model, codec)."""
+    from caef_bench.models.codec import CaefCodec
+    from caef_bench.models.tiny import save_tiny_base, shape_of
+
+    recipe = request.recipe
+    folder, runs = request.out / "base", request.out / ".runs" / "base"
+    model = _tiny_base_start(request, folder, runs)
+    codec = CaefCodec(recipe.position_scheme)
+    micro_tokens = request.micro_tokens(model)
+    done = _run_base_phases(request, model, codec, runs, micro_tokens)
     save_tiny_base(model, folder, recipe.position_scheme, {"shape": shape_of(model)})
-    # The loss curves: the single run's, or each finished phase's as phase<k>_loss.*
-    curves = [(runs / f"phase{k}", f"phase{k}_") for k in range(1, finished + 1)] if phased else [(runs, "")]
-    for run_dir, prefix in curves:
-        for name in ("loss.jsonl", "loss.png"):
-            if (run_dir / name).exists():
-                shutil.copy(run_dir / name, folder / f"{prefix}{name}")
+    if done.phased:  # each finished phase's curve as phase<k>_loss.*
+        for k in range(1, done.finished + 1):
+            _copy_loss_curves(runs / f"phase{k}", folder, f"phase{k}_")
+    else:
+        _copy_loss_curves(runs, folder, "")
     _write_manifest(folder, {
         "what": "tiny base pre-trained, full parameters, on a mixture of the transitions of the machines and "
                 "aligners it gets adapters for",
-        "command": command, "seed": request.seed, "data": fingerprints if phased else fingerprints[0],
-        "steps": steps, "tokens": tokens, "wall_time_s": round(seconds, 1),
-        "device": describe_device(next(model.parameters()).device), "invocations": invocations,
-        "final_loss": result.final_loss, "complete": not stopped, "precision": result.precision,
+        "command": command, "seed": request.seed, "data": done.fingerprints if done.phased else done.fingerprints[0],
+        "steps": done.steps, "tokens": done.tokens, "wall_time_s": round(done.seconds, 1),
+        "device": describe_device(next(model.parameters()).device), "invocations": done.invocations,
+        "final_loss": done.last.final_loss, "complete": done.complete, "precision": done.last.precision,
         "micro_batch_tokens": micro_tokens, "preset": _recorded(recipe),
-        "phases": [{"steps": n, "lr": lr, "curriculum_steps": c} for n, lr, c in runs_plan] if phased else None,
+        "phases": [{"steps": n, "lr": lr, "curriculum_steps": c} for n, lr, c in done.runs] if done.phased else None,
         "initialised_from": _lineage(request.base_init),
     })
     return model, codec
@@ -287,44 +345,51 @@ def adapter_seed(seed: int, kind: str, op: str) -> int:
     return seed * 1_000_003 + zlib.crc32(adapter_name(kind, op).encode())
 
 
-def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, command: str) -> dict:
-    """Stage 1 then stage 2 LoRA training of one adapter on the frozen base; returns its manifest."""
+def _new_adapter(model, request: TrainRequest, recipe: Preset, kind: str, op: str):
+    """(peft model, lineage): fresh LoRA layers on `model`, seeded by the adapter's name, or the
+    earlier adapter's weights (--adapter-init) and that adapter's manifest."""
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from caef_bench.train.loop import describe_device, train
-
-    recipe = request.recipe_for(kind, op)
-    folder = request.out / KIND_FOLDERS[kind] / op
     config = LoraConfig(r=recipe.lora_r, lora_alpha=recipe.lora_alpha, target_modules=recipe.target_modules,
                         lora_dropout=0.0, task_type="CAUSAL_LM")
     torch.manual_seed(adapter_seed(request.seed, kind, op))  # peft draws lora_A from the global generator
     peft_model = get_peft_model(model, config)
-    initialised_from = _init_adapter(peft_model, request.adapter_init, kind, op)
-    stages, fingerprints, micro_tokens = {}, [], request.micro_tokens(model)
+    return peft_model, _init_adapter(peft_model, request.adapter_init, kind, op)
+
+
+def _train_stages(peft_model, codec, request: TrainRequest, recipe: Preset, kind: str, op: str, folder: Path):
+    """Stage 1 then stage 2 (those with data and steps); returns ({stage: its record}, data fingerprints)."""
+    stages, fingerprints, micro_tokens = {}, [], request.micro_tokens(peft_model.get_base_model())
     for stage, steps, batch in ((1, recipe.stage1_steps, recipe.stage1_batch), (2, recipe.stage2_steps, recipe.stage2_batch)):
         source = _source(request, kind, op, stage)
         if source is None or steps == 0:
             continue
         runs = request.out / ".runs" / adapter_name(kind, op) / f"stage{stage}"
-        result = train(peft_model, _batches(source, batch, codec, micro_tokens), runs, workers=request.workers,
-                       steps=steps, lr=recipe.lr, warmup=min(20, steps // 10), decay=recipe.decay,
-                       time_budget_s=request.run_budget_s(), title=f"{kind} {op} stage {stage}",
-                       progress=request.progress, precision=request.precision,
+        plan = RunPlan(steps=steps, lr=recipe.lr, warmup=min(20, steps // 10), decay=recipe.decay,
                        data={"data": source.fingerprint, "seed": request.seed, "batch": batch, "positions": codec.scheme,
                              "lora": [recipe.lora_r, recipe.lora_alpha, recipe.target_modules],
                              "initialised_from": str(request.adapter_init) if request.adapter_init else None})
+        result = train(peft_model, _batches(source, batch, codec, micro_tokens), runs, plan,
+                       request.run_options(f"{kind} {op} stage {stage}"))
         stages[f"stage{stage}"] = {"steps": result.steps, "tokens": result.tokens, "batch": batch,
                                    "precision": result.precision, "micro_batch_tokens": micro_tokens,
                                    "wall_time_s": round(result.seconds, 1), "invocations": result.invocations,
                                    "final_loss": result.final_loss, "complete": not result.stopped_early}
         fingerprints.append(source.fingerprint)
-        folder.mkdir(parents=True, exist_ok=True)
-        for name in ("loss.jsonl", "loss.png"):
-            if (runs / name).exists():
-                shutil.copy(runs / name, folder / f"stage{stage}_{name}")
+        _copy_loss_curves(runs, folder, f"stage{stage}_")
+    return stages, fingerprints
+
+
+def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, command: str) -> dict:
+    """Stage 1 then stage 2 LoRA training of one adapter on the frozen base; returns its manifest."""
+    recipe = request.recipe_for(kind, op)
+    folder = request.out / KIND_FOLDERS[kind] / op
+    peft_model, initialised_from = _new_adapter(model, request, recipe, kind, op)
+    stages, fingerprints = _train_stages(peft_model, codec, request, recipe, kind, op, folder)
     peft_model.eval()
-    accuracy = one_step_accuracy(peft_model, codec, kind, op, request.eval_per_cell, request.seed) if kind != "direct" else None
+    checked = request.one_step_check is not None and kind != "direct"
+    accuracy = request.one_step_check(peft_model, codec, kind, op) if checked else None
     folder.mkdir(parents=True, exist_ok=True)
     peft_model.save_pretrained(folder)
     _to_bf16(folder / "adapter_model.safetensors")

@@ -51,13 +51,13 @@ class MachineSource:
     5-digit operands 0.25%, yet every test cell has operands of equal length
     (the protocol's), and a 5-digit addition must get every one of its 6 steps
     right: equal lengths end both tapes at once, a step the uniform mixture
-    hardly shows (it was the last step that failed most at 100 digits).
+    hardly shows.
 
     The comparisons (gt, lt, eq) decide at each step from the digit pair under
     the heads, and random operands differ in their first digit 9 times in 10:
-    the step after a run of equal digits is rare, and eq learnt to say False at
-    the first pair whatever it held. A share `same_share` of their samples has
-    a == b, and a share `near_share` has b = a with one digit changed; of those,
+    the step after a run of equal digits is rare in random draws. A share
+    `same_share` of their samples has a == b, and a share `near_share` has
+    b = a with one digit changed; of those,
     half are the transition that first compares the changed digit (step k for
     the k-th digit from the right: the command of a comparison's next state
     is decided by the pair its heads have just moved onto).
@@ -66,8 +66,7 @@ class MachineSource:
     (add, gt) are transitions of those very calls, from a composer run on
     random operands (CALLERS). Their operands are rare in random draws: MUL's
     first call adds a to itself, SUB's last adds 1 to a long sum, DIV compares
-    a remainder with the divisor; the shipped add got those wrong (most of
-    mul's failures).
+    a remainder with the divisor.
 
     A share `nines_share` of the samples of reflection, sub and add come from
     subtractions whose b has 9s on top (`nines_on_top`): REFLECTION's result
@@ -82,8 +81,8 @@ class MachineSource:
 
     SHORT = 10
     # Machines that get equal and one-digit-apart pairs. For sub such a pair has a difference
-    # with leading zeros (all zeros when equal): the SUB executor had learnt to return
-    # left_mask's input minus its top cell, which is its output only when no zero was erased.
+    # with leading zeros (all zeros when equal), which left_mask erases and SUB must return as
+    # they are: random pairs hardly ever have any.
     PAIRED = COMPARISON + ("sub",)
     CALLERS = {"add": ("sub", "mul"), "gt": ("div",)}
     NINES = ("reflection", "sub", "add")  # the executors whose texts carry REFLECTION's dropped zeros
@@ -173,8 +172,8 @@ class MachineSource:
             roll = rng.random()
             if roll < 1 / 3:
                 # The step into q2 and each q2 step decide from the top output digit whether to drop
-                # it. Drawn from zeros alone, the model learnt "q2 drops" and dropped non-zero digits
-                # (86% one-step at sub_5): a third are complements whose top digit is not zero.
+                # it. Drawn from zeros alone, the draws would teach "q2 drops" whatever the digit:
+                # a third are complements whose top digit is not zero.
                 a, b = 10**length - 1, rng.randrange(10 ** (length - 1), 9 * 10 ** (length - 1)) if length > 1 \
                     else rng.randrange(9)
                 machine_run = run("reflection", a, b)
@@ -233,14 +232,12 @@ class MachineSource:
             step = changed
         if op == "left_mask" and rng.random() < 0.5:
             # Half of left_mask's samples come from its last steps: erasing the carried 1 and then
-            # each leading zero. One step of an n-step trace, they were rarely drawn, and the
-            # shipped left_mask halted before erasing a zero (most of SUB's failures).
+            # each leading zero. One step of an n-step trace, they are rarely drawn otherwise.
             length = len(str(a))
             if length > 1 and rng.random() < 0.5:
                 # The step that erases the 1 and decides from the cell below it whether to go on
                 # erasing: below it a zero half the time (to be erased), else a non-zero digit
-                # (halt). Only the left_mask tail above trained on it, as 1 sample in ~60, and
-                # "halt" there outnumbered "erase again" 6 to 1: the model learnt to halt.
+                # (halt), so that neither answer outnumbers the other.
                 zeros = rng.randint(1, length - 1) if rng.random() < 0.5 else 0
                 rest = rng.randrange(10 ** (length - 1 - zeros)) if zeros else rng.randrange(10 ** (length - 2), 10 ** (length - 1))
                 a = 10 ** (length - 1) + rest

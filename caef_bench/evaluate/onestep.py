@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from caef_bench.data.testsets import load_cell, named_rng, render_expr, repeated_cells, solve
 from caef_bench.data.training import nines_on_top
-from caef_bench.evaluate.scoring import accuracy
+from caef_bench.evaluate.scoring import text_accuracy
 from caef_bench.machines import run
 from caef_bench.models.names import adapter_name
 
@@ -109,9 +109,7 @@ def score_cases(generate: Callable[[list[str], list[int], list[str]], list[str]]
     """
     expected = [text for _, text in cases]
     outputs = generate([prompt for prompt, _ in cases], [count_tokens(text) + 1 for text in expected], expected)
-    records = [{"correct": got == expected} for (_, expected), got in zip(cases, outputs)]
-    failures = [{"prompt": p, "expected": e, "got": g} for (p, e), g in zip(cases, outputs) if g != e]
-    return {**accuracy(records), "failures": failures[:keep]}  # keep=None: every failure
+    return text_accuracy(cases, outputs, keep)  # the rule every component is scored by
 
 
 def one_step_accuracy(model, codec, kind: str, op: str, per_cell: int, seed: int) -> dict:

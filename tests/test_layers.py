@@ -1,0 +1,74 @@
+"""The package's stages import down the data's journey only: machines -> data -> models ->
+train / runtime -> evaluate -> report -> cli. A module that imports a later stage (at the top or
+inside a function) makes the earlier stage depend on everything after it."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "caef_bench"
+# Stage of each subpackage or top-level module; the same number: siblings, which may not import
+# each other (training and the runtime share models, not each other).
+STAGES = {"paths": 0, "machines": 0, "data": 1, "models": 2, "train": 3, "runtime": 3, "evaluate": 4, "report": 5,
+          "cli": 6, "__main__": 6}
+
+
+def _stage_name(module: str) -> str | None:
+    """'caef_bench.models.loading' -> 'models'; modules outside the package -> None."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "caef_bench" and len(parts) > 1 else None
+
+
+def _imports(source: str, package: str) -> list[tuple[int, str]]:
+    """(line, absolute module) of every import in a module's source, relative ones resolved
+    against its package ('caef_bench.evaluate')."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            module = ".".join(base + ([node.module] if node.module else []))
+            found.append((node.lineno, module))
+            if module == "caef_bench":  # `from caef_bench import models`, `from .. import models`
+                found += [(node.lineno, f"{module}.{alias.name}") for alias in node.names]
+    return found
+
+
+def backward_imports(own: str, source: str, package: str) -> list[str]:
+    """The imports of a module of stage `own` that run back up the journey (or across to a sibling)."""
+    backwards = []
+    for line, module in _imports(source, package):
+        other = _stage_name(module)
+        if other is None or other == own or other not in STAGES:
+            continue
+        if STAGES[other] > STAGES[own] or {own, other} == {"train", "runtime"}:
+            backwards.append(f"line {line} imports {module} ({own} is stage {STAGES[own]}, {other} stage {STAGES[other]})")
+    return backwards
+
+
+def _sources():
+    return sorted(p for p in PACKAGE.rglob("*.py") if "bundled" not in p.parts)
+
+
+def test_the_stage_table_names_every_part_of_the_package():
+    parts = {p.relative_to(PACKAGE).parts[0].removesuffix(".py") for p in _sources()}
+    assert parts - {"__init__"} <= set(STAGES), sorted(parts - {"__init__"} - set(STAGES))
+
+
+@pytest.mark.parametrize("path", _sources(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_import_runs_back_up_the_journey(path):
+    own = path.relative_to(PACKAGE).parts[0].removesuffix(".py")
+    package = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1])
+    if own != "__init__":
+        assert not backward_imports(own, path.read_text(), package), path
+
+
+def test_the_check_sees_backward_and_sideways_imports():
+    assert backward_imports("models", "from caef_bench.evaluate import scoring\n", "caef_bench.models")
+    assert backward_imports("data", "def f():\n    from ..report import tables\n", "caef_bench.data")
+    assert backward_imports("train", "from caef_bench import runtime\n", "caef_bench.train")
+    assert backward_imports("runtime", "import caef_bench.train.loop\n", "caef_bench.runtime")
+    assert not backward_imports("evaluate", "from ..runtime import Problem\nfrom . import scoring\n",
+                                "caef_bench.evaluate")

@@ -66,12 +66,15 @@ def main() -> None:
         for micro in (int(m) for m in args.micro.split(",")):
             for precision in precisions:
                 model = _model(args.base, lora)
-                with tempfile.TemporaryDirectory() as run:
-                    make = lambda step: collate_micro(steps[step], codec, micro)  # noqa: E731
-                    options = RunOptions(precision=precision, progress=False, log_every=args.steps)
-                    train(model, make, run, RunPlan(steps=1, lr=1e-4), options)  # warm-up
+                options = RunOptions(precision=precision, progress=False, log_every=args.steps)
+                # Warm-up on batch 0 and the timed run on batches 1.. are two runs, each in its own
+                # folder: a run folder holds one run (a checkpoint of another plan is refused).
+                with tempfile.TemporaryDirectory() as warm_up, tempfile.TemporaryDirectory() as timed:
+                    train(model, lambda step: collate_micro(steps[0], codec, micro), warm_up,
+                          RunPlan(steps=1, lr=1e-4), options)
                     started = time.perf_counter()
-                    result = train(model, make, run, RunPlan(steps=args.steps + 1, lr=1e-4), options)
+                    result = train(model, lambda step: collate_micro(steps[step + 1], codec, micro), timed,
+                                   RunPlan(steps=args.steps, lr=1e-4), options)
                     seconds = time.perf_counter() - started
                 tokens = sum(int(b["attention_mask"].sum()) for s in steps[1:] for b in collate_micro(s, codec, 0))
                 lines.append(f"{'LoRA' if lora else 'base':<6} {micro or 'whole':>18} {precision:>9} "

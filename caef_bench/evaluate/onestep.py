@@ -123,9 +123,9 @@ def one_step_accuracy(model, codec, kind: str, op: str, per_cell: int, seed: int
     cases_for = executor_cases if kind == "executor" else aligner_cases
     results = {}
     for cell in cells_for(op, kind):
-        scored = score_cases(generate, cases_for(op, cell, per_cell, seed), lambda text: len(codec.completion_ids(text)))
-        # The first few wrong outputs stay beside the numbers: a miss in a thousand is worth reading.
-        results[cell] = {k: scored[k] for k in ("n", "correct", "accuracy", "ci_low", "ci_high", "failures")}
+        # The first few wrong outputs stay beside the numbers (score_cases): a miss in a thousand is worth reading.
+        results[cell] = score_cases(generate, cases_for(op, cell, per_cell, seed),
+                                    lambda text: len(codec.completion_ids(text)))
     return results
 
 

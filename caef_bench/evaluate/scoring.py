@@ -174,10 +174,9 @@ def text_accuracy(cases: list[tuple[str, str]], outputs: list[str], keep: int | 
     """Accuracy of a component's outputs, (prompt, expected text) each: an executor step or an
     aligner conversion is right only when its whole text is the machine's. The first `keep`
     misses are kept beside the numbers (None: all)."""
-    failures = [{"prompt": prompt, "expected": expected, "got": got}
-                for (prompt, expected), got in zip(cases, outputs, strict=True) if got != expected]
-    return {**accuracy({"correct": got == expected} for (_, expected), got in zip(cases, outputs)),
-            "failures": failures[:keep]}
+    scored = [(prompt, expected, got) for (prompt, expected), got in zip(cases, outputs, strict=True)]
+    failures = [{"prompt": prompt, "expected": expected, "got": got} for prompt, expected, got in scored if got != expected]
+    return {**accuracy({"correct": got == expected} for _, expected, got in scored), "failures": failures[:keep]}
 
 
 def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:

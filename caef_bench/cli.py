@@ -96,7 +96,9 @@ def _train(args: argparse.Namespace) -> int:
         executors=_ops(args.executors, EXECUTOR_OPS, EXECUTOR_OPS), aligners=_ops(args.aligners, ALIGNED_OPS, ALIGNED_OPS),
         direct=_ops(args.direct, ALIGNED_OPS, ()), overrides=preset_overrides(vars(args)),
         time_budget_s=args.time_budget, stop_after_s=args.stop_after,
-        one_step_check=one_step_check(args.eval_per_cell, args.seed), progress=not args.quiet,
+        # --eval-per-cell 0: no check (the manifest then records none, rather than 0 of 0 as 0%)
+        one_step_check=one_step_check(args.eval_per_cell, args.seed) if args.eval_per_cell > 0 else None,
+        progress=not args.quiet,
         command=args.command_line, device=args.device,
         workers=args.workers, precision=args.precision, micro_batch_tokens=args.micro_batch_tokens,
         base_init=Path(args.base_init) if args.base_init else None,
@@ -111,7 +113,7 @@ def _train(args: argparse.Namespace) -> int:
         return stop.exit_code
     for name, manifest in summary["adapters"].items():
         accuracy = manifest.get("one_step_accuracy") or {}
-        cells = ", ".join(f"{cell} {r['accuracy']:.1%}" for cell, r in accuracy.items())
+        cells = ", ".join(f"{cell} {r['accuracy']:.1%}" for cell, r in accuracy.items()) or "one-step not checked"
         print(f"{name:<22} {cells}")
     print(f"written to {args.out}/ in {summary['seconds']} s")
     if summary["stopped"]:
@@ -330,7 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--stop-after", type=float,
                        help="seconds for the whole command: stop the run in progress then, start no other; "
                             "the same command goes on later")
-    train.add_argument("--eval-per-cell", type=int, default=50, help="one-step evaluation cases per test cell")
+    train.add_argument("--eval-per-cell", type=int, default=50, help="one-step evaluation cases per test cell (0: none)")
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--device", help="cpu, cuda, cuda:1 … (default: cuda when available)")
     train.add_argument("--workers", type=int, default=0, help="processes building batches ahead (use several on a GPU)")

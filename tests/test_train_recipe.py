@@ -268,6 +268,20 @@ def test_the_train_command_measures_each_adapter_with_its_eval_per_cell_and_seed
     assert measured == [("model", "codec", "executor", "add", 3, 2)]
 
 
+def test_the_train_command_with_eval_per_cell_0_checks_nothing_and_says_so(monkeypatch, capsys):
+    from caef_bench.cli import main
+    from caef_bench.train import recipe
+
+    requests = []
+    adapters = {"executor_sub": {"one_step_accuracy": None}}
+    monkeypatch.setattr(recipe, "run_training", lambda request: requests.append(request) or
+                        {"adapters": adapters, "seconds": 0.0, "stopped": None})
+    assert main(["train", "--out", "unused", "--eval-per-cell", "0", "--quiet"]) == 0
+    assert requests[0].one_step_check is None  # not "0 of 0 cases", which printed as 0.0% per cell
+    printed = capsys.readouterr().out
+    assert "executor_sub" in printed and "one-step not checked" in printed and "0.0%" not in printed
+
+
 def test_training_imports_nothing_from_the_layers_above_it():
     import ast
     from pathlib import Path

@@ -357,6 +357,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--nines-share", type=float,
                        help="override the share of reflection, sub and add samples from subtractions whose b has 9s "
                             "on top (REFLECTION then drops leading zeros)")
+    train.add_argument("--return-share", type=float,
+                       help="override the share of sub, mul and div samples that are steps reading a callee's halt "
+                            "state (the composer's longest copies)")
     train.add_argument("--composer-share", type=float,
                        help="override the share of add and gt samples drawn from the calls inside SUB, MUL, DIV runs")
     train.add_argument("--position-scheme", choices=SCHEMES,

@@ -251,3 +251,25 @@ def test_nines_share_draws_the_steps_that_carry_reflections_dropped_zeros(op):
     # without the share the stream is the one it always was
     assert MachineSource([("executor", op)], max_len=30, seed=0).batch(3, 8) == \
         MachineSource([("executor", op)], max_len=30, seed=0, nines_share=0.0).batch(3, 8)
+
+
+def test_return_share_draws_the_composer_steps_that_read_a_callees_halt():
+    from caef_bench.machines import run
+    from caef_bench.machines.text import HALT_LINE
+    from caef_bench.train.sources import MachineSource
+
+    source = MachineSource([("executor", "sub")], max_len=30, seed=0, return_share=0.5)
+    assert "returns=0.5" in source.fingerprint
+    samples = source.batch(0, 300)
+    drawn = [s for s in samples if s["meta"].get("returns")]
+    assert 0.4 < len(drawn) / len(samples) < 0.6
+    for sample in drawn:
+        machine_run = run("sub", int(sample["meta"]["a"]), int(sample["meta"]["b"]))
+        assert machine_run.transition(sample["meta"]["step"]) == (sample["prompt"], sample["completion"])
+        assert HALT_LINE in sample["prompt"]
+    # every such step of SUB's runs is drawn (REFLECTION's return, each ADD's, LEFT_MASK's)
+    assert {s["meta"]["step"] for s in drawn} == {1, 2, 3, 4}
+    # machines that call nothing, and an unweighted stream, are as they always were
+    assert "returns" not in MachineSource([("executor", "add")], max_len=30, seed=0, return_share=0.5).fingerprint
+    assert MachineSource([("executor", "sub")], max_len=30, seed=0).batch(3, 8) == \
+        MachineSource([("executor", "sub")], max_len=30, seed=0, return_share=0.0).batch(3, 8)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 
 from caef_bench.models.names import adapter_name
 
-SHARES = ("equal_share", "short_share", "same_share", "near_share", "composer_share", "nines_share")
+SHARES = ("equal_share", "short_share", "same_share", "near_share", "composer_share", "nines_share", "return_share")
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,7 @@ class Preset:
     near_share: float = 0.0  # comparisons and sub: share with b = a but for one digit
     composer_share: float = 0.0  # add, gt: share of transitions from the calls composers make
     nines_share: float = 0.0  # reflection, sub, add: share from subtractions with 9s on top of b
+    return_share: float = 0.0  # sub, mul, div: share of the steps that read a callee's halt state
     decay: str = "constant"  # learning-rate schedule after warm-up: constant or cosine
     target_modules: str | tuple[str, ...] = "all-linear"
     # The tiny base's pre-training as phases (used unless base_steps, base_lr or curriculum_steps

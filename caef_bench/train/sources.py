@@ -16,6 +16,7 @@ from caef_bench.data.explanations import stage1_preamble
 from caef_bench.data.testsets import named_rng, render_expr, solve
 from caef_bench.data.training import change_one_digit, classes, draw_operands, nines_on_top
 from caef_bench.machines import COMPARISON, OPERATIONS, run
+from caef_bench.machines.text import HALT_LINE
 
 
 class FileSource:
@@ -77,6 +78,13 @@ class MachineSource:
     whose top digit is not zero, to be kept; q2 steps that drop and that halt
     about evenly), SUB's steps that read the REFLECTION and
     first ADD halts, any step of that first ADD.
+
+    A share `return_share` of a composer's samples (sub, mul, div) are the steps
+    that read a callee's halt state: the composer copies its own tapes and the
+    callee's result into its next state and the next call's start, the longest
+    texts it writes (a 100-digit SUB step holds five tapes). They are one or two
+    of a SUB run's handful of steps, so the uniform draw gives them a small
+    share; retraining SUB on CPU-sized budgets left them the only misses.
     """
 
     SHORT = 10
@@ -86,16 +94,17 @@ class MachineSource:
     PAIRED = COMPARISON + ("sub",)
     CALLERS = {"add": ("sub", "mul"), "gt": ("div",)}
     NINES = ("reflection", "sub", "add")  # the executors whose texts carry REFLECTION's dropped zeros
+    COMPOSERS = ("sub", "mul", "div")  # the executors whose steps read callees' halt states
 
     def __init__(self, adapters: list[tuple[str, str]], max_len: int, seed: int, stage: int = 2,
                  edge_weight: float = 0.25, excluded: frozenset[str] = frozenset(), curriculum_steps: int = 0,
                  equal_share: float = 0.0, short_share: float = 0.0, same_share: float = 0.0, near_share: float = 0.0,
-                 composer_share: float = 0.0, nines_share: float = 0.0):
+                 composer_share: float = 0.0, nines_share: float = 0.0, return_share: float = 0.0):
         self.adapters, self.max_len, self.seed, self.stage = adapters, max_len, seed, stage
         self.edge_weight, self.excluded, self.curriculum_steps = edge_weight, excluded, curriculum_steps
         self.equal_share, self.short_share = equal_share, short_share
         self.same_share, self.near_share, self.composer_share = same_share, near_share, composer_share
-        self.nines_share = nines_share
+        self.nines_share, self.return_share = nines_share, return_share
         # (op, longest, pool) -> classes: filtering 10,000 classes per sample dominated the sampling time
         self._allowed: dict[tuple[str, int | None, str], list] = {}
         self.fingerprint = f"machines:{adapters}:{max_len}:{stage}:{edge_weight}:{curriculum_steps}"
@@ -109,6 +118,8 @@ class MachineSource:
             self.fingerprint += f":composer={composer_share}"
         if nines_share and any(op in self.NINES for _, op in adapters):
             self.fingerprint += f":nines={nines_share}:kept_tops"
+        if return_share and any(op in self.COMPOSERS for _, op in adapters):
+            self.fingerprint += f":returns={return_share}"
         if any(op == "left_mask" for _, op in adapters):
             self.fingerprint += ":left_mask_tail3"  # its samples lean on the last steps (see sample)
 
@@ -197,6 +208,7 @@ class MachineSource:
             return self._nines_sample(op, rng, longest)
         if kind == "executor" and op in self.CALLERS and self.composer_share and rng.random() < self.composer_share:
             return self._call_sample(op, rng, longest)
+        returns = kind == "executor" and op in self.COMPOSERS and self.return_share and rng.random() < self.return_share
         pool = "all"
         if op not in ("mul", "div", "left_mask") and (self.equal_share or self.short_share):
             roll = rng.random()  # drawn only when weighting is on, so unweighted streams are unchanged
@@ -230,6 +242,10 @@ class MachineSource:
         step = 0 if roll < self.edge_weight / 2 else last if roll < self.edge_weight else rng.randint(0, last)
         if changed is not None and rng.random() < 0.5:
             step = changed
+        reading_halts = [i for i in range(len(machine_run)) if HALT_LINE in machine_run.transition(i)[0]] if returns else []
+        if reading_halts:
+            step = rng.choice(reading_halts)
+            meta["returns"] = True
         if op == "left_mask" and rng.random() < 0.5:
             # Half of left_mask's samples come from its last steps: erasing the carried 1 and then
             # each leading zero. One step of an n-step trace, they are rarely drawn otherwise.

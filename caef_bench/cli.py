@@ -359,7 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "on top (REFLECTION then drops leading zeros)")
     train.add_argument("--return-share", type=float,
                        help="override the share of sub, mul and div samples that are steps reading a callee's halt "
-                            "state (the composer's longest copies)")
+                            "state (where it copies the callee's result into its next state)")
     train.add_argument("--composer-share", type=float,
                        help="override the share of add and gt samples drawn from the calls inside SUB, MUL, DIV runs")
     train.add_argument("--position-scheme", choices=SCHEMES,

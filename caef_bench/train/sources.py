@@ -16,7 +16,7 @@ from caef_bench.data.explanations import stage1_preamble
 from caef_bench.data.testsets import named_rng, render_expr, solve
 from caef_bench.data.training import change_one_digit, classes, draw_operands, nines_on_top
 from caef_bench.machines import COMPARISON, OPERATIONS, run
-from caef_bench.machines.text import HALT_LINE
+from caef_bench.machines.text import COMPOSERS
 
 
 class FileSource:
@@ -80,11 +80,12 @@ class MachineSource:
     first ADD halts, any step of that first ADD.
 
     A share `return_share` of a composer's samples (sub, mul, div) are the steps
-    that read a callee's halt state: the composer copies its own tapes and the
-    callee's result into its next state and the next call's start, the longest
-    texts it writes (a 100-digit SUB step holds five tapes). They are one or two
-    of a SUB run's handful of steps, so the uniform draw gives them a small
-    share; retraining SUB on CPU-sized budgets left them the only misses.
+    that read a callee's halt state (its calls: `ComposerRun.calls`): the
+    composer copies its own tapes and the callee's result into its next state
+    and the next call's start. Retrained on CPU-sized budgets, SUB's only misses
+    were there. Four of a SUB run's five steps are such steps, but the edge
+    weighting gives its first step (before any call) 30% of the draws; at 0.5
+    that falls to 15%.
     """
 
     SHORT = 10
@@ -94,7 +95,6 @@ class MachineSource:
     PAIRED = COMPARISON + ("sub",)
     CALLERS = {"add": ("sub", "mul"), "gt": ("div",)}
     NINES = ("reflection", "sub", "add")  # the executors whose texts carry REFLECTION's dropped zeros
-    COMPOSERS = ("sub", "mul", "div")  # the executors whose steps read callees' halt states
 
     def __init__(self, adapters: list[tuple[str, str]], max_len: int, seed: int, stage: int = 2,
                  edge_weight: float = 0.25, excluded: frozenset[str] = frozenset(), curriculum_steps: int = 0,
@@ -118,7 +118,7 @@ class MachineSource:
             self.fingerprint += f":composer={composer_share}"
         if nines_share and any(op in self.NINES for _, op in adapters):
             self.fingerprint += f":nines={nines_share}:kept_tops"
-        if return_share and any(op in self.COMPOSERS for _, op in adapters):
+        if return_share and any(OPERATIONS[op].machine in COMPOSERS for _, op in adapters):
             self.fingerprint += f":returns={return_share}"
         if any(op == "left_mask" for _, op in adapters):
             self.fingerprint += ":left_mask_tail3"  # its samples lean on the last steps (see sample)
@@ -208,7 +208,8 @@ class MachineSource:
             return self._nines_sample(op, rng, longest)
         if kind == "executor" and op in self.CALLERS and self.composer_share and rng.random() < self.composer_share:
             return self._call_sample(op, rng, longest)
-        returns = kind == "executor" and op in self.COMPOSERS and self.return_share and rng.random() < self.return_share
+        returns = (kind == "executor" and OPERATIONS[op].machine in COMPOSERS and self.return_share
+                   and rng.random() < self.return_share)
         pool = "all"
         if op not in ("mul", "div", "left_mask") and (self.equal_share or self.short_share):
             roll = rng.random()  # drawn only when weighting is on, so unweighted streams are unchanged
@@ -242,9 +243,9 @@ class MachineSource:
         step = 0 if roll < self.edge_weight / 2 else last if roll < self.edge_weight else rng.randint(0, last)
         if changed is not None and rng.random() < 0.5:
             step = changed
-        reading_halts = [i for i in range(len(machine_run)) if HALT_LINE in machine_run.transition(i)[0]] if returns else []
-        if reading_halts:
-            step = rng.choice(reading_halts)
+        calls = [call_step for call_step, _ in machine_run.calls()] if returns else []  # each reads its halt
+        if calls:
+            step = rng.choice(calls)
             meta["returns"] = True
         if op == "left_mask" and rng.random() < 0.5:
             # Half of left_mask's samples come from its last steps: erasing the carried 1 and then

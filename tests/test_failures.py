@@ -129,6 +129,17 @@ def test_early_and_late_halt():
     assert classify_step("executor_add", last_in, halt).what == "early_halt"
 
 
+def test_a_command_that_goes_on_where_the_machine_moves_into_its_halt_state_is_a_late_halt():
+    mask = run("left_mask", 10)
+    steps = [mask.transition(i) for i in range(len(mask))]
+    into_halt = next(out for _, out in steps if out.endswith("CMD qH"))
+    going_on = into_halt.replace("CMD qH", "CMD [OUTPUT] LEFT, q2")
+    failure = classify_step("executor_left_mask", into_halt, going_on)
+    assert (failure.tape, failure.what) == ("command", "late_halt")
+    assert (failure.expected, failure.got) == ("CMD qH", "CMD [OUTPUT] LEFT, q2")  # as the machine writes them
+    assert classify_step("executor_left_mask", going_on, into_halt).what == "early_halt"
+
+
 def test_comparison_verdict():
     gt = run("gt", 55555, 55545)
     halt = gt.text(-1)

@@ -50,7 +50,7 @@ from typing import Sequence
 from caef_bench.evaluate.scoring import exact_match, is_correct
 from caef_bench.machines import ComposerState, FormatError, Snapshot, parse, parse_expression
 from caef_bench.machines.ops import BY_SYMBOL
-from caef_bench.machines.text import cells, render_tape, split_units
+from caef_bench.machines.text import cells, render_command, render_tape, split_units
 from caef_bench.runtime.records import ProblemRecord
 
 WHERE = ("aligner (I)", "executor", "aligner (O)", "no halt", "unparseable output", "wrong call", "runtime error",
@@ -60,6 +60,7 @@ WHAT = ("extra_repetition", "missing_repetition", "pattern_overwrite", "truncate
 
 MAX_UNIT = 3  # the test sets' periods are 1, 2 and 3
 COMPARISON_MACHINES = ("GREATER_THAN", "LESS_THAN", "EQUAL")
+HALT_STATE = "qH"  # every machine's halting state
 _CELLS = frozenset(f"|{d}" for d in "0123456789")
 
 
@@ -253,8 +254,14 @@ def _command_field(expected: Snapshot, got: Snapshot) -> _Field | None:
     if e == g:
         return None
     machine = expected.machine
+
+    def text(command) -> str:  # the command line as the machine writes it
+        return "" if command is None else render_command(command, machine)
+
     if e is None or g is None or e.is_halt or g.is_halt:
-        return _halt_field("command", e is not None and e.is_halt, g is not None and g.is_halt, str(e), str(g))
+        return _halt_field("command", e is not None and e.is_halt, g is not None and g.is_halt, text(e), text(g))
+    if (e.next_q == HALT_STATE) != (g.next_q == HALT_STATE):  # one moves into the halt state, the other goes on
+        return _halt_field("command", e.next_q == HALT_STATE, g.next_q == HALT_STATE, text(e), text(g))
     e_args = {a.register: a.arg for a in e.actions}
     g_args = {a.register: a.arg for a in g.actions}
     if e.call != g.call:
@@ -275,7 +282,7 @@ def _command_field(expected: Snapshot, got: Snapshot) -> _Field | None:
         if machine == "ADD" and register == "OUTPUT" and other is not None and _off_by_one(arg, other):
             return _Field("command", "carry_error", None, None, arg, other)
         return _Field("command", "wrong_digit", None, None, arg, other or "")
-    return _Field("command", "other", None, None, str(e), str(g))
+    return _Field("command", "other", None, None, text(e), text(g))
 
 
 def _snapshot_field(expected: Snapshot, got: Snapshot) -> _Field | None:
@@ -435,6 +442,32 @@ def classify_answer(expr: str, truth: str, answer: str | None, where: str = "ans
     if what == "other" and answer.startswith(truth):
         what = "late_halt"  # the right answer, then more: the model did not stop
     return Failure(where, what, tape="OUTPUT", position=found.position, units=found.units, expected=truth, got=answer)
+
+
+EXAMPLE_CONTEXT = 20  # characters kept either side of a failure's difference in the results
+
+
+def failure_entry(problem, failure: Failure, context: int = EXAMPLE_CONTEXT) -> dict:
+    """A failure as the results keep it: the problem (its id, expression and, for a repeated-digit
+    cell, its period), the failure's fields, and the differing field cut around the difference."""
+    entry = {"id": problem["id"], "expr": problem["expr"], **({"period": problem["period"]} if "period" in problem else {}),
+             **failure.to_dict()}
+    entry["expected"], entry["got"] = mark_difference(failure.expected, failure.got, context)
+    return entry
+
+
+def record_failures(records, problems: dict[str, dict] | None = None) -> list[dict]:
+    """Every run of `records` that is wrong or left the machine's course (`classify_record`), as
+    `failure_entry` keeps it, with the run's answer, target and step count; `problems` (rows by id)
+    adds what the records lack (a repeated-digit cell's period)."""
+    entries = []
+    for record in records:
+        failure = classify_record(record)
+        if failure is not None:
+            problem = (problems or {}).get(record.id) or {"id": record.id, "expr": record.expr}
+            entries.append({**failure_entry(problem, failure), "answer": record.answer, "target": record.target,
+                            "n_steps": len(record.steps)})
+    return entries
 
 
 def mark_difference(expected: str, got: str, context: int = 16) -> tuple[str, str]:

@@ -23,18 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from caef_bench.data.testsets import load_cell, match_cells, repeated_cells
-from caef_bench.evaluate.failures import classify_answer, classify_record, classify_step, mark_difference
+from caef_bench.evaluate.failures import classify_answer, classify_step, failure_entry
 from caef_bench.evaluate.onestep import SUB_CALLEES, aligner_cases, executor_cases, repeated_cells_for, score_cases
 from caef_bench.evaluate.scoring import extract_answer, wilson_interval
-from caef_bench.evaluate.suites import cell_problems, records_folder, run_caef
+from caef_bench.evaluate.suites import records_folder, run_caef
 from caef_bench.evaluate.systems import System
 from caef_bench.evaluate.table1 import read_samples, reply_text, run_system
 from caef_bench.models.names import adapter_name
-from caef_bench.runtime import load_records
 
 CONTROL = "control"
 STYLE_OF_GROUP = {"caef_table1": "bare", "caef_table1_direct": "direct", "caef_table1_chat": "chat"}
-EXAMPLE_CONTEXT = 20  # characters kept either side of a failure's difference in the results
 
 
 def select_cells(patterns: str | None) -> list[str]:
@@ -54,33 +52,20 @@ def control_of(cell: str) -> str:
     return f"rep_{op}_{n}_{CONTROL}"
 
 
-def _failure_entry(problem: dict, failure) -> dict:
-    """A failure as the results keep it: the problem, and the differing field cut around the difference."""
-    entry = {"id": problem["id"], "expr": problem["expr"], "period": problem.get("period"), **failure.to_dict()}
-    entry["expected"], entry["got"] = mark_difference(failure.expected, failure.got, EXAMPLE_CONTEXT)
-    return entry
-
-
 # --------------------------------------------------------------------------- CAEF end to end
 
 
 def run_caef_repeated(model, cells: list[str], limit: int | None, records_dir: Path, progress=None) -> dict:
     """CAEF traced on every cell (resumable records), each cell's failures classified."""
-    summaries = run_caef(model, cells, limit, records_dir, progress)
+    summaries = run_caef(model, cells, limit, records_dir, progress)  # (each cell's failures classified there)
     results = {}
     for cell in cells:
-        problems = {p["id"]: p for p in cell_problems(cell, limit)}
-        records = [r for r in load_records(records_dir / f"caef_{cell}.jsonl") if r.id in problems]
-        failures = []
-        for record in records:
-            failure = classify_record(record)
-            if failure is not None:
-                failures.append(_failure_entry(problems[record.id], failure))
         summary = summaries[cell]
         results[cell] = {"n": summary["end_to_end"]["n"],
                          "answer_errors": summary["end_to_end"]["n"] - summary["end_to_end"]["correct"],
                          "trace_errors": summary["exact trace"]["n"] - summary["exact trace"]["correct"],
-                         "outcomes": summary["outcomes"], "resumed": summary["resumed"], "failures": failures}
+                         "outcomes": summary["outcomes"], "resumed": summary["resumed"],
+                         "failures": summary["failures"]}
     return results
 
 
@@ -103,7 +88,7 @@ def run_baseline_repeated(system: System, cells: list[str], limit: int | None, w
             failure = classify_answer(doc["expr"], doc["answer"], answer)
             if failure is None:  # the scorer and the classifier read the answer alike; keep the count honest
                 failure = classify_answer(doc["expr"], doc["answer"], "")
-            failures.append(_failure_entry(doc, failure))
+            failures.append(failure_entry(doc, failure))
         stats = ran["cells"][cell]
         results[cell] = {"n": stats["n"], "answer_errors": stats["n"] - stats["correct"], "failures": failures}
     return {"command": ran["command"], "limit": ran["limit"], "style": style, "cells": results}
@@ -160,7 +145,7 @@ def classify_onestep(component: str, cell: str, measured: dict) -> dict:
         # An aligner case names its problem (its expression); an executor's transition does not.
         expr = {"I": wrong["prompt"], "O": wrong["expected"].rpartition("=")[0] + "="}.get(direction)
         problem = problems.get(expr) or {"id": "", "expr": f"(a step of {cell})", "period": None}
-        failures.append(_failure_entry(problem, failure))
+        failures.append(failure_entry(problem, failure))
     return {"n": measured["n"], "correct": measured["correct"], "errors": measured["n"] - measured["correct"],
             "failures": failures}
 

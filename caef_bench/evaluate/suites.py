@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from caef_bench.data.testsets import load_cell, table1_cells
+from caef_bench.evaluate.failures import record_failures
 from caef_bench.evaluate.scoring import accuracy, is_correct, text_accuracy, verdict
 from caef_bench.machines import OPERATIONS, parse_expression, result, run
 from caef_bench.machines.composers import CALLEES
@@ -92,11 +93,13 @@ def run_caef(model, cells, limit, records_dir: Path, progress=None, reuse: Reuse
     """End-to-end, free-running: aligner (I), the executors, aligner (O), all from the model."""
     results = {}
     for cell in cells:
-        problems = as_problems(cell_problems(cell, limit))
-        records, resumed = solve_cell(problems, model, records_dir / f"caef_{cell}.jsonl", reuse, mode="traced")
+        rows = cell_problems(cell, limit)
+        records, resumed = solve_cell(as_problems(rows), model, records_dir / f"caef_{cell}.jsonl", reuse, mode="traced")
         results[cell] = {"end_to_end": _summary(records), "exact trace": _exact_traces(records),
                          "outcomes": _outcomes(records), "resumed": resumed,
-                         **_reuse_counts(records)}
+                         **_reuse_counts(records),
+                         # every wrong answer and every run off the machine's course, at its first divergence
+                         "failures": record_failures(records, {row["id"]: row for row in rows})}
         if progress:
             progress(cell, results[cell])
     return results
@@ -141,6 +144,7 @@ def run_table2(model, cells, limit, records_dir: Path, progress=None, reuse: Reu
             "aligner (I)": _aligner_accuracy(model, op, [(p["expr"], r.start_text()) for p, r in zip(problems, runs)]),
             "aligner (O)": _aligner_accuracy(model, op, [(r.text(-1), p["expr"] + p["answer"]) for p, r in zip(problems, runs)]),
             "outcomes": _outcomes(records),
+            "failures": record_failures(records, {p["id"]: p for p in problems}),  # the executors' (aligners are the machines')
             "resumed": resumed,  # executor runs read from the records; the aligner columns are always recomputed
             **_reuse_counts(records, "executor_"),  # (the aligner steps in these records are the machines')
         }

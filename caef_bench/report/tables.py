@@ -104,13 +104,46 @@ def _cell_n(result: dict) -> int:
     return next(v["n"] for v in result.values() if isinstance(v, dict) and "n" in v)
 
 
+def failures_markdown(results: dict) -> str:
+    """Every failed run of a suite's cells (wrong answer, or a step unlike the machine's), at its first
+    divergence as `evaluate.failures.record_failures` keeps it; cells whose results hold no list (kept
+    from a run made before lists were kept) are named instead."""
+    lines = ["", "### Failures", "",
+             "Every run that answered wrong or took a step unlike the machine's (the exact-trace rows), at its "
+             "first such step (0 is aligner (I)); where and what are `caef_bench/evaluate/failures.py`'s classes, "
+             "⟦ ⟧ marks the differing part of the field, ⏎ a newline, … cut context.", ""]
+    listed = 0
+    for cell, result in results.items():
+        for failure in result.get("failures", ()):
+            listed += 1
+            verdict = ("right answer" if failure.get("answer_correct")
+                       else f"answered `{failure.get('answer')}` for `{failure.get('target')}`")
+            where = ", ".join(str(part) for part in (failure.get("component"), failure.get("machine"),
+                                                      f"depth {failure['depth']}" if "depth" in failure else None,
+                                                      failure.get("tape")) if part)
+            step = (f"step {failure['step']} of {failure['n_steps']}" if "step" in failure and "n_steps" in failure
+                    else f"step {failure['step']}" if "step" in failure else "the run")
+            lines.append(f"- {cell}, `{failure['id']}` (`{failure['expr']}`): {verdict}; first off at {step}, "
+                         f"{failure['where']} ({where}): {failure['what']}"
+                         + (f" [{failure['error_class']}]" if failure.get("error_class") else "")
+                         + f"; expected `{failure['expected']}`, got `{failure['got']}`")
+    if not listed:
+        lines.append("None: every run answered right with every step the machine's.")
+    unlisted = [cell for cell, result in results.items() if "failures" not in result]
+    if unlisted:
+        lines += ["", f"Not listed here (kept from runs that did not keep their failures): {', '.join(unlisted)}."]
+    return "\n".join(lines) + "\n"
+
+
 def write_suite(made: SuiteResults, out: str | Path) -> list[Path]:
-    """<name>.md (the table beside the paper's) and <name>.json (the results document) in `out`."""
+    """<name>.md (the table beside the paper's, then every failure) and <name>.json (the results document)
+    in `out`."""
     title, metrics = SUITE_TABLES[made.suite]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     table, data = out / f"{made.name}.md", out / f"{made.name}.json"
-    table.write_text(markdown_table(made.document["results"], metrics, title, suite_header(made)))
+    results = made.document["results"]
+    table.write_text(markdown_table(results, metrics, title, suite_header(made)) + failures_markdown(results))
     data.write_text(json.dumps(made.document, indent=1) + "\n")
     return [table, data]
 

@@ -351,6 +351,8 @@ def build_parser() -> argparse.ArgumentParser:
                                               "in this folder (official layout, e.g. checkpoints/tiny)")
     train.add_argument("--equal-share", type=float, help="override the share of samples with operands of equal length")
     train.add_argument("--short-share", type=float, help="override the share of samples with operands of at most 10 digits")
+    train.add_argument("--long-share", type=float,
+                       help="override the share of samples whose longer operand has more than 50 digits")
     train.add_argument("--same-share", type=float, help="override the share of comparison and sub samples with a == b")
     train.add_argument("--near-share", type=float,
                        help="override the share of comparison and sub samples with b = a but for one digit")

@@ -273,3 +273,25 @@ def test_return_share_draws_the_composer_steps_that_read_a_callees_halt():
     assert "returns" not in MachineSource([("executor", "add")], max_len=30, seed=0, return_share=0.5).fingerprint
     assert MachineSource([("executor", "sub")], max_len=30, seed=0).batch(3, 8) == \
         MachineSource([("executor", "sub")], max_len=30, seed=0, return_share=0.0).batch(3, 8)
+
+
+def test_long_share_draws_operands_of_more_than_fifty_digits_and_leaves_other_streams_alone():
+    from caef_bench.train.sources import MachineSource
+
+    def long_part(source):
+        lengths = [max(len(s["meta"]["a"]), len(s["meta"]["b"] or "")) for s in source.batch(0, 400)]
+        return sum(n > MachineSource.LONG for n in lengths) / len(lengths)
+
+    for op in ("add", "reflection"):
+        source = MachineSource([("executor", op)], max_len=100, seed=0, equal_share=0.2, long_share=0.6)
+        assert "long=0.6" in source.fingerprint
+        # uniform over (len a, len b) classes, 3 in 4 have an operand above 50 digits (equal ones 1 in 2);
+        # (0.7 with equal_share 0.2); with 0.6 of the draws from those alone, 0.85
+        unweighted = long_part(MachineSource([("executor", op)], max_len=100, seed=0, equal_share=0.2))
+        assert 0.62 < unweighted < 0.78 and 0.79 < long_part(source) < 0.92, op
+    nines = MachineSource([("executor", "reflection")], max_len=100, seed=0, nines_share=1.0, long_share=1.0)
+    assert all(len(s["meta"]["a"]) > MachineSource.LONG for s in nines.batch(0, 100))
+    # without it, weighted and nines streams are the ones they always were
+    for shares in ({"equal_share": 0.4, "short_share": 0.2}, {"nines_share": 0.5}):
+        assert MachineSource([("executor", "reflection")], max_len=100, seed=0, **shares).batch(3, 8) == \
+            MachineSource([("executor", "reflection")], max_len=100, seed=0, long_share=0.0, **shares).batch(3, 8)

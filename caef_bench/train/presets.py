@@ -8,7 +8,8 @@ from dataclasses import dataclass, field, replace
 
 from caef_bench.models.names import adapter_name
 
-SHARES = ("equal_share", "short_share", "same_share", "near_share", "composer_share", "nines_share", "return_share")
+SHARES = ("equal_share", "short_share", "same_share", "near_share", "composer_share", "nines_share", "return_share",
+          "long_share")
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class Preset:
     composer_share: float = 0.0  # add, gt: share of transitions from the calls composers make
     nines_share: float = 0.0  # reflection, sub, add: share from subtractions with 9s on top of b
     return_share: float = 0.0  # sub, mul, div: share of the steps that read a callee's halt state
+    long_share: float = 0.0  # share drawn from classes whose longer operand has more than 50 digits
     decay: str = "constant"  # learning-rate schedule after warm-up: constant or cosine
     target_modules: str | tuple[str, ...] = "all-linear"
     # The tiny base's pre-training as phases (used unless base_steps, base_lr or curriculum_steps

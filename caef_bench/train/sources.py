@@ -46,8 +46,12 @@ class MachineSource:
     protocol's sampling). Stage 1 prefixes the machine's explanation.
 
     Classes are drawn uniformly, except that a share `equal_share` of the
-    samples of two-operand machines come from classes of equal lengths and a
-    share `short_share` from classes of at most SHORT digits. Uniform over
+    samples of two-operand machines come from classes of equal lengths, a
+    share `short_share` from classes of at most SHORT digits, and a share
+    `long_share` from classes whose longer operand has more than LONG digits
+    (of the nines draws too): a 100-digit run needs about 99.99% per step, and
+    a step that one-step checks (uniform over traces) find 100% right can still
+    fail one 100-digit run in fifty. Uniform over
     10,000 (len a, len b) pairs, equal lengths are 1% of the data and pairs of
     5-digit operands 0.25%, yet every test cell has operands of equal length
     (the protocol's), and a 5-digit addition must get every one of its 6 steps
@@ -89,6 +93,7 @@ class MachineSource:
     """
 
     SHORT = 10
+    LONG = 50
     # Machines that get equal and one-digit-apart pairs. For sub such a pair has a difference
     # with leading zeros (all zeros when equal), which left_mask erases and SUB must return as
     # they are: random pairs hardly ever have any.
@@ -99,10 +104,11 @@ class MachineSource:
     def __init__(self, adapters: list[tuple[str, str]], max_len: int, seed: int, stage: int = 2,
                  edge_weight: float = 0.25, excluded: frozenset[str] = frozenset(), curriculum_steps: int = 0,
                  equal_share: float = 0.0, short_share: float = 0.0, same_share: float = 0.0, near_share: float = 0.0,
-                 composer_share: float = 0.0, nines_share: float = 0.0, return_share: float = 0.0):
+                 composer_share: float = 0.0, nines_share: float = 0.0, return_share: float = 0.0,
+                 long_share: float = 0.0):
         self.adapters, self.max_len, self.seed, self.stage = adapters, max_len, seed, stage
         self.edge_weight, self.excluded, self.curriculum_steps = edge_weight, excluded, curriculum_steps
-        self.equal_share, self.short_share = equal_share, short_share
+        self.equal_share, self.short_share, self.long_share = equal_share, short_share, long_share
         self.same_share, self.near_share, self.composer_share = same_share, near_share, composer_share
         self.nines_share, self.return_share = nines_share, return_share
         # (op, longest, pool) -> classes: filtering 10,000 classes per sample dominated the sampling time
@@ -110,6 +116,8 @@ class MachineSource:
         self.fingerprint = f"machines:{adapters}:{max_len}:{stage}:{edge_weight}:{curriculum_steps}"
         if equal_share or short_share:  # (older fingerprints stay as they were)
             self.fingerprint += f":equal={equal_share}:short={short_share}"
+        if long_share:
+            self.fingerprint += f":long={long_share}"
         if same_share or near_share:
             self.fingerprint += f":same={same_share}:near={near_share}"
             if any(op == "sub" for _, op in adapters):
@@ -145,6 +153,8 @@ class MachineSource:
                 allowed = [c for c in allowed if c[0] == c[1]]
             elif pool == "short":
                 allowed = [c for c in allowed if max(c) <= self.SHORT]
+            elif pool == "long":
+                allowed = [c for c in allowed if max(c) > self.LONG] or allowed  # (a curriculum below LONG: all)
             self._allowed[(op, longest, pool)] = allowed
         return allowed
 
@@ -169,7 +179,10 @@ class MachineSource:
 
     def _nines_sample(self, op: str, rng: random.Random, longest: int | None) -> dict:
         """A transition that carries REFLECTION's dropped zeros (see the class docstring)."""
-        length = rng.randint(1, longest or self.max_len)
+        top = longest or self.max_len
+        # (the extra draw only when long_share is on, so that other streams stay as they were)
+        long = self.long_share and top > self.LONG and rng.random() < self.long_share
+        length = rng.randint(self.LONG + 1, top) if long else rng.randint(1, top)
         while True:
             a, b = nines_on_top(rng, length)
             if render_expr("sub", a, b) not in self.excluded:
@@ -211,9 +224,15 @@ class MachineSource:
         returns = (kind == "executor" and OPERATIONS[op].machine in COMPOSERS and self.return_share
                    and rng.random() < self.return_share)
         pool = "all"
-        if op not in ("mul", "div", "left_mask") and (self.equal_share or self.short_share):
+        if op not in ("mul", "div", "left_mask") and (self.equal_share or self.short_share or self.long_share):
             roll = rng.random()  # drawn only when weighting is on, so unweighted streams are unchanged
-            pool = "equal" if roll < self.equal_share else "short" if roll < self.equal_share + self.short_share else "all"
+            edges = (("equal", self.equal_share), ("short", self.short_share), ("long", self.long_share))
+            pool, below = "all", 0.0
+            for name, share in edges:
+                below += share
+                if roll < below:
+                    pool = name
+                    break
         allowed = self._classes(op, longest, pool)
         pair, changed = "random", None
         if op in self.PAIRED and (self.same_share or self.near_share):

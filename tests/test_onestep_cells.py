@@ -6,7 +6,7 @@ from caef_bench.report.tables import onestep_markdown
 
 
 def test_reflection_sub_and_add_executors_get_sub9_cells_and_aligners_do_not():
-    assert cells_for("reflection")[-4:] == ["sub9_5", "sub9_10", "sub9_50", "sub9_100"]
+    assert cells_for("reflection")[-8:-4] == ["sub9_5", "sub9_10", "sub9_50", "sub9_100"]
     assert "sub9_5" in cells_for("add") and "sub9_5" in cells_for("sub")
     assert not any(c.startswith("sub9") for op in ("gt", "left_mask", "mul") for c in cells_for(op))
     assert not any(c.startswith("sub9") for c in cells_for("add", "aligner"))
@@ -22,6 +22,23 @@ def test_sub9_cases_are_the_transitions_that_carry_the_dropped_zeros():
         a, b = (tape.digits for tape in parse(source).state.tapes)
         assert len(b) <= len(a)
     assert executor_cases("add", "sub9_50", 5) == executor_cases("add", "sub9_50", 5)  # seeded
+
+
+def test_reflection_gets_its_last_steps_on_the_test_problems():
+    from caef_bench.data.testsets import load_cell
+    from caef_bench.machines import run
+
+    assert cells_for("reflection")[-4:] == ["subtail_5", "subtail_10", "subtail_50", "subtail_100"]
+    assert not any(c.startswith("subtail") for op in ("sub", "add", "left_mask") for c in cells_for(op))
+    cases = executor_cases("reflection", "subtail_50", 60)
+    tails = set()
+    for problem in load_cell("sub_50"):
+        reflection = run("sub", int(problem["a"]), int(problem["b"])).phases[1].callee
+        tails.update(reflection.transition(i) for i in range(reflection.n_q1_end - 1, len(reflection)))
+    assert set(cases) <= tails  # the test problems' own REFLECTION runs, from the step that writes CMD q2 on
+    sources = [parse(source).state.q for source, _ in cases]
+    assert "q1" in sources and "q2" in sources  # the step into q2 and those after it
+    assert any(target.endswith("CMD q2") for _, target in cases)  # (a top digit to keep: the usual case)
 
 
 def test_the_onestep_report_puts_sub9_cells_in_a_table_of_their_own():

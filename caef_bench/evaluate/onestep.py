@@ -13,6 +13,11 @@ last q1 and q2 steps, SUB's steps that read the REFLECTION and first ADD halts, 
 every step of that first ADD. They are drawn from their own random stream (short
 ones may coincide with a training draw; 50 and 100 digits never do).
 
+REFLECTION also gets `subtail_<n>` cells: the test problems' own REFLECTION runs from the step
+that writes `CMD q2` on (the step into q2, each q2 step, the halt). One step in a hundred of a 100-digit
+REFLECTION run, a uniform draw hardly ever reaches them, yet every run makes them once, and
+whether to drop the top digit is decided there.
+
 `measure_tier` is `caef-bench onestep` (resumable results in onestep.md and onestep.json);
 `one_step_check` is the measurement training records in each adapter's manifest.
 """
@@ -33,6 +38,7 @@ LENGTH_CELLS = ("5", "10", "50", "100")
 SUB_CALLEES = {"reflection": 1, "left_mask": 4}  # SUB's phase that calls each auxiliary machine
 TOP_NINES = "sub9"  # the cells of subtractions whose REFLECTION drops leading zeros
 TOP_NINES_EXECUTORS = ("reflection", "sub", "add")
+REFLECTION_TAIL = "subtail"  # REFLECTION's last steps on the sub_<n> test problems
 
 
 def cells_for(op: str, kind: str = "executor") -> list[str]:
@@ -42,6 +48,8 @@ def cells_for(op: str, kind: str = "executor") -> list[str]:
     cells = [f"{'sub' if op in SUB_CALLEES else op}_{n}" for n in LENGTH_CELLS]
     if kind == "executor" and op in TOP_NINES_EXECUTORS:
         cells += [f"{TOP_NINES}_{n}" for n in LENGTH_CELLS]
+    if kind == "executor" and op == "reflection":
+        cells += [f"{REFLECTION_TAIL}_{n}" for n in LENGTH_CELLS]
     return cells
 
 
@@ -74,14 +82,17 @@ def top_nines_cases(op: str, cell: str, n: int, seed: int = 0) -> list[tuple[str
 def executor_cases(op: str, cell: str, n: int, seed: int = 0) -> list[tuple[str, str]]:
     if cell.startswith(f"{TOP_NINES}_"):
         return top_nines_cases(op, cell, n, seed)
+    tail = cell.startswith(f"{REFLECTION_TAIL}_")
     rng = named_rng(seed, f"onestep/executor/{op}/{cell}")
-    problems = load_cell(cell)
+    problems = load_cell("sub_" + cell.rpartition("_")[2] if tail else cell)
     cases = []
     for problem in rng.sample(problems, min(n, len(problems))):
         machine_run = run(problem["op"], int(problem["a"]), int(problem["b"]))
         if op in SUB_CALLEES:
             machine_run = machine_run.phases[SUB_CALLEES[op]].callee
-        cases.append(machine_run.transition(rng.randrange(len(machine_run))))
+        # (REFLECTION's step whose next state commands q2, and every step after it)
+        first = machine_run.n_q1_end - 1 if tail else 0
+        cases.append(machine_run.transition(rng.randrange(first, len(machine_run))))
     return cases
 
 

@@ -155,9 +155,12 @@ def onestep_markdown(results: dict, header: str) -> str:
     drops leading zeros, caef_bench.evaluate.onestep) a second one, for the adapters that have them.
     """
     lines = ["## One-step accuracy of the executors and aligners", "", header, ""]
-    families = [("", lambda cell: not cell.startswith("sub9_")),
+    families = [("", lambda cell: not cell.startswith(("sub9_", "subtail_"))),
                 ("Subtractions with 9s on top of b (`sub9_<n>` cells: REFLECTION drops its result's leading "
-                 "zeros; the steps that carry them)", lambda cell: cell.startswith("sub9_"))]
+                 "zeros; the steps that carry them)", lambda cell: cell.startswith("sub9_")),
+                ("REFLECTION's last steps on the sub_<n> test problems (`subtail_<n>` cells: its step into q2, "
+                 "its q2 steps and its halt, which decide whether the top digit is dropped)",
+                 lambda cell: cell.startswith("subtail_"))]
     for title, belongs in families:
         rows = {name: {cell: stats for cell, stats in cells.items() if belongs(cell)} for name, cells in results.items()}
         rows = {name: cells for name, cells in rows.items() if cells}

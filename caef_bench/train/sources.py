@@ -77,11 +77,12 @@ class MachineSource:
     subtractions whose b has 9s on top (`nines_on_top`): REFLECTION's result
     then has leading zeros, dropped one q2 step each, and SUB's first ADD gets a
     shorter b. About 1 random subtraction in 100 does this, and only at its q2
-    tail, so the draws take the steps that carry the zeros: REFLECTION from its
-    last q1 step on (a third of them instead the same steps of a complement
-    whose top digit is not zero, to be kept; q2 steps that drop and that halt
-    about evenly), SUB's steps that read the REFLECTION and
-    first ADD halts, any step of that first ADD.
+    tail, so the draws take the steps that carry the zeros: REFLECTION from the
+    step whose next state commands q2 on (a third of them instead the same steps
+    of a complement whose top digit is not zero, to be kept; q2 steps that drop
+    and that halt about evenly), SUB's steps that read the REFLECTION and
+    first ADD halts, any step of that first ADD. (The step that writes `CMD q2`
+    was left out at first: 100-digit runs then went on past it, `CMD q2, q1`.)
 
     A share `return_share` of a composer's samples (sub, mul, div) are the steps
     that read a callee's halt state (its calls: `ComposerRun.calls`): the
@@ -125,7 +126,7 @@ class MachineSource:
         if composer_share:
             self.fingerprint += f":composer={composer_share}"
         if nines_share and any(op in self.NINES for _, op in adapters):
-            self.fingerprint += f":nines={nines_share}:kept_tops"
+            self.fingerprint += f":nines={nines_share}:kept_tops:q2_command"
         if return_share and any(OPERATIONS[op].machine in COMPOSERS for _, op in adapters):
             self.fingerprint += f":returns={return_share}"
         if any(op == "left_mask" for _, op in adapters):
@@ -201,9 +202,10 @@ class MachineSource:
                 a, b = 10**length - 1, rng.randrange(10 ** (length - 1), 9 * 10 ** (length - 1)) if length > 1 \
                     else rng.randrange(9)
                 machine_run = run("reflection", a, b)
-                step = machine_run.n_q1_end + (rng.random() < 0.25)  # into q2 (it halts next), or the halt
-            elif roll < 2 / 3 and last - 1 > machine_run.n_q1_end:  # a step whose next state drops a zero
-                step = rng.randrange(machine_run.n_q1_end, last - 1)
+                # the step that writes `CMD q2`, the step into q2 (it halts next), or the halt
+                step = machine_run.n_q1_end - 1 + rng.choices((0, 1, 2), (0.4, 0.4, 0.2))[0]
+            elif roll < 2 / 3 and last - 1 > machine_run.n_q1_end:  # the step that writes `CMD q2`, or one
+                step = rng.randrange(machine_run.n_q1_end - 1, last - 1)  # whose next state drops a zero
             else:  # the step whose next state halts after the last zero, or the halt itself
                 step = last - 1 if rng.random() < 0.5 else last
         else:

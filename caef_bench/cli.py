@@ -276,7 +276,8 @@ def _onestep(args: argparse.Namespace) -> int:
 
     record = measure_tier(args.model, args.checkpoints, adapters, args.per_cell, args.seed, base_only=args.base_only,
                           device=str(_device(args)), command=args.command_line,
-                          out=Path(args.out) if args.out else None, markdown=onestep_markdown, progress=show)
+                          out=Path(args.out) if args.out else None, markdown=onestep_markdown, progress=show,
+                          every_step=args.every_step)
     if args.json:
         Path(args.json).write_text(json.dumps(record, indent=1) + "\n")
     return 0
@@ -376,6 +377,9 @@ def build_parser() -> argparse.ArgumentParser:
     onestep.add_argument("--executors", help="comma-separated ops (default all nine)")
     onestep.add_argument("--aligners", help="comma-separated ops (default all seven)")
     onestep.add_argument("--per-cell", type=int, default=50, help="cases per test cell (default 50)")
+    onestep.add_argument("--every-step", action="store_true",
+                         help="executors: every transition of --per-cell problems per cell (whole runs, teacher-forced), "
+                              "not one drawn from each: a 100-digit run needs ~99.99%% per step")
     onestep.add_argument("--seed", type=int, default=0)
     onestep.add_argument("--device", help="cpu, cuda, … (default: cuda when available)")
     onestep.add_argument("--json", help="also write the results to this JSON file")

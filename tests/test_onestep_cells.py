@@ -85,3 +85,32 @@ def test_earlier_results_are_reused_only_for_the_same_weights_n_and_seed(tmp_pat
     assert earlier_results(tmp_path, {**settings, "per_cell": 3}) == {}
     assert earlier_results(tmp_path / "nowhere", settings) == {}
     assert "weights `abc`, device cpu" in (tmp_path / "onestep.md").read_text()
+
+
+def test_every_step_takes_each_transition_of_the_problems_drawn():
+    from caef_bench.data.testsets import load_cell
+    from caef_bench.machines import run
+
+    one = executor_cases("add", "add_10", 3)
+    every = executor_cases("add", "add_10", 3, every_step=True)
+    runs = {p["expr"]: run("add", int(p["a"]), int(p["b"])) for p in load_cell("add_10")}
+    drawn = [r for r in runs.values() if r.transition(0) in every]
+    assert len(drawn) == 3 and len(every) == sum(len(r) for r in drawn)
+    assert set(one) <= set(every)  # the same problems, one transition of each before
+    tail = executor_cases("reflection", "subtail_10", 2, every_step=True)
+    assert all(parse(target).state.q in ("q1", "q2", "qH") for _, target in tail) and len(tail) >= 2 * 3
+
+
+def test_every_step_accuracy_counts_each_wrong_transition():
+    from fault_models import BrokenModel
+
+    from caef_bench.evaluate.onestep import every_step_accuracy
+
+    cases = executor_cases("add", "add_5", 2, every_step=True)
+    broken_prompt = cases[3][0]
+    model = BrokenModel(lambda prompt, output: output + "|0", lambda adapter, prompt: prompt == broken_prompt)
+    results = every_step_accuracy(model, "add", 2, seed=0)
+    assert set(results) == set(cells_for("add"))
+    assert (results["add_5"]["n"], results["add_5"]["correct"]) == (len(cases), len(cases) - 1)
+    assert results["add_5"]["failures"][0]["prompt"] == broken_prompt
+    assert all(r["accuracy"] == 1.0 for cell, r in results.items() if cell != "add_5")

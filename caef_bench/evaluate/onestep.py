@@ -61,27 +61,29 @@ def repeated_cells_for(op: str) -> list[str]:
     return [cell for cell in repeated_cells() if cell.split("_")[1] == source]
 
 
-def top_nines_cases(op: str, cell: str, n: int, seed: int = 0) -> list[tuple[str, str]]:
-    """Transitions that carry REFLECTION's dropped zeros, from subtractions with 9s on top of b."""
+def top_nines_cases(op: str, cell: str, n: int, seed: int = 0, every_step: bool = False) -> list[tuple[str, str]]:
+    """Transitions that carry REFLECTION's dropped zeros, from subtractions with 9s on top of b (with
+    `every_step`, each of them in every one of the n subtractions)."""
     rng = named_rng(seed, f"onestep/executor/{op}/{cell}")
     length = int(cell.rpartition("_")[2])
     cases = []
     for _ in range(n):
         sub = run("sub", *nines_on_top(rng, length))
         if op == "sub":  # the steps that read the REFLECTION halt and the first ADD's halt
-            cases.append(sub.transition(rng.choice((1, 2))))
+            cases += [sub.transition(1), sub.transition(2)] if every_step else [sub.transition(rng.choice((1, 2)))]
         elif op == "reflection":  # from the last q1 step (its next state is the first q2) on
             reflection = sub.phases[SUB_CALLEES["reflection"]].callee
-            cases.append(reflection.transition(rng.randrange(reflection.n_q1_end, len(reflection))))
+            cases += _transitions(reflection, reflection.n_q1_end, rng, every_step)
         else:
-            first_add = sub.phases[2].callee
-            cases.append(first_add.transition(rng.randrange(len(first_add))))
+            cases += _transitions(sub.phases[2].callee, 0, rng, every_step)
     return cases
 
 
-def executor_cases(op: str, cell: str, n: int, seed: int = 0) -> list[tuple[str, str]]:
+def executor_cases(op: str, cell: str, n: int, seed: int = 0, every_step: bool = False) -> list[tuple[str, str]]:
+    """One transition drawn from each of n problems of the cell; with `every_step`, every transition of
+    each (of the part a cell is about: REFLECTION's tail in subtail_<n>), as a run teacher-forced."""
     if cell.startswith(f"{TOP_NINES}_"):
-        return top_nines_cases(op, cell, n, seed)
+        return top_nines_cases(op, cell, n, seed, every_step)
     tail = cell.startswith(f"{REFLECTION_TAIL}_")
     rng = named_rng(seed, f"onestep/executor/{op}/{cell}")
     problems = load_cell("sub_" + cell.rpartition("_")[2] if tail else cell)
@@ -92,8 +94,15 @@ def executor_cases(op: str, cell: str, n: int, seed: int = 0) -> list[tuple[str,
             machine_run = machine_run.phases[SUB_CALLEES[op]].callee
         # (REFLECTION's step whose next state commands q2, and every step after it)
         first = machine_run.n_q1_end - 1 if tail else 0
-        cases.append(machine_run.transition(rng.randrange(first, len(machine_run))))
+        cases += _transitions(machine_run, first, rng, every_step)
     return cases
+
+
+def _transitions(machine_run, first: int, rng, every_step: bool) -> list[tuple[str, str]]:
+    """Transitions first.. of a run: one drawn, or every one."""
+    if every_step:
+        return [machine_run.transition(step) for step in range(first, len(machine_run))]
+    return [machine_run.transition(rng.randrange(first, len(machine_run)))]
 
 
 def aligner_cases(op: str, cell: str, n: int, seed: int = 0) -> list[tuple[str, str]]:
@@ -140,6 +149,25 @@ def one_step_accuracy(model, codec, kind: str, op: str, per_cell: int, seed: int
     return results
 
 
+EVERY_STEP_BATCH = 64  # transitions per batched call (the step model packs them into passes)
+
+
+def every_step_accuracy(step_model, op: str, problems: int, seed: int) -> dict:
+    """Every transition of `problems` test problems per cell for one executor, batched through the step
+    model (its greedy output, as a run would get it): whole runs teacher-forced. A 100-digit run needs
+    about 99.99% per step, a rate a thousand drawn transitions cannot tell from 100%."""
+    name = adapter_name("executor", op)
+    results = {}
+    for cell in cells_for(op):
+        cases = executor_cases(op, cell, problems, seed, every_step=True)
+        outputs = []
+        for start in range(0, len(cases), EVERY_STEP_BATCH):
+            chunk = cases[start:start + EVERY_STEP_BATCH]
+            outputs += [getattr(o, "text", o) for o in step_model.generate([prompt for prompt, _ in chunk], name)]
+        results[cell] = text_accuracy(cases, outputs)
+    return results
+
+
 def one_step_check(per_cell: int, seed: int) -> Callable[[Any, Any, str, str], dict]:
     """one_step_accuracy(model, codec, kind, op) at `per_cell` cases per cell, drawn with `seed`: what
     training records in each adapter's manifest (train.recipe.TrainRequest.one_step_check)."""
@@ -148,7 +176,7 @@ def one_step_check(per_cell: int, seed: int) -> Callable[[Any, Any, str, str], d
 
 def measure_adapters(step_model, adapters: list[tuple[str, str]], per_cell: int, seed: int,
                      measured: dict | None = None, save: Callable[[dict], None] | None = None,
-                     progress: Callable[[str, dict], None] | None = None) -> dict:
+                     progress: Callable[[str, dict], None] | None = None, every_step: bool = False) -> dict:
     """One-step accuracy of each (kind, op) adapter of `step_model` (a runtime.hf.HFStepModel), by adapter
     name, in the order of `adapters` (then any others in `measured`).
 
@@ -161,7 +189,10 @@ def measure_adapters(step_model, adapters: list[tuple[str, str]], per_cell: int,
         name = adapter_name(kind, op)
         if name not in results:
             step_model.activate(name)
-            results[name] = one_step_accuracy(step_model.model, step_model.codec_for(name), kind, op, per_cell, seed)
+            if every_step and kind == "executor":
+                results[name] = every_step_accuracy(step_model, op, per_cell, seed)
+            else:
+                results[name] = one_step_accuracy(step_model.model, step_model.codec_for(name), kind, op, per_cell, seed)
             if save is not None:
                 save(results)
         if progress is not None:
@@ -187,16 +218,22 @@ def _measured_model(tier: str, checkpoints: str | None, base_only: bool, device:
 def measure_tier(tier: str, checkpoints: str | None, adapters: list[tuple[str, str]], per_cell: int, seed: int, *,
                  base_only: bool = False, device: str = "cpu", command: str = "", out: Path | None = None,
                  markdown: Callable[[dict, str], str] | None = None,
-                 progress: Callable[[str, dict], None] | None = None) -> dict:
+                 progress: Callable[[str, dict], None] | None = None, every_step: bool = False) -> dict:
     """`caef-bench onestep`: the one-step accuracy of a tier's adapters (or, base_only, of its base with
     no adapter), as a record: the command, the weights (and each adapter's fingerprint), N, seed, results.
+    With `every_step`, each executor is measured on every transition of `per_cell` problems per cell
+    (`every_step_accuracy`) instead of one transition of each.
 
     With `out`, the results go to onestep.md (as `markdown(results, header)` renders them) and
     onestep.json there after every adapter, and a rerun with the same weights, N and seed measures
     only the adapters those files lack.
     """
+    if every_step and base_only:
+        raise ValueError("--every-step measures a tier's executors through their adapters, not the bare base")
     step_model, settings = _measured_model(tier, checkpoints, base_only, device)
     settings.update(per_cell=per_cell, seed=seed)
+    if every_step:  # (only when set: files written before the option compare equal without it)
+        settings["every_step"] = True
     if not base_only:  # each adapter's own fingerprint, as the runs' records folders keep them (runtime.reuse)
         settings["adapters"] = step_model.adapter_fingerprints
     measured, save = {}, None
@@ -205,7 +242,7 @@ def measure_tier(tier: str, checkpoints: str | None, adapters: list[tuple[str, s
             raise ValueError("measure_tier: writing to `out` needs `markdown`, the table renderer")
         measured = earlier_results(out, settings)
         save = lambda results: write_results(out, command, settings, results, device, markdown)  # noqa: E731
-    results = measure_adapters(step_model, adapters, per_cell, seed, measured, save, progress)
+    results = measure_adapters(step_model, adapters, per_cell, seed, measured, save, progress, every_step)
     if save is not None:  # in the order asked (a resumed run measured the missing adapters last)
         save(results)
     return {"command": command, **settings, "results": results}
@@ -229,8 +266,11 @@ def write_results(out: Path, command: str, settings: dict, results: dict, device
     """onestep.md (the table `markdown` renders under a header that says how it was measured) and onestep.json."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    header = (f"Generated by `{command}`, weights `{settings['weights']}`, device {device}: exact match of single "
-              f"transitions (executors) and conversions (aligners, (I) and (O) alternating), up to {settings['per_cell']} "
+    executors = (f"every transition of {settings['per_cell']} held-out problems per cell (executors: whole runs, "
+                 f"teacher-forced; N counts transitions)" if settings.get("every_step") else
+                 f"single transitions (executors)")
+    header = (f"Generated by `{command}`, weights `{settings['weights']}`, device {device}: exact match of {executors} "
+              f"and conversions (aligners, (I) and (O) alternating), up to {settings['per_cell']} "
               f"held-out cases per cell (seed {settings['seed']}; fewer where a cell's test set is smaller: N is in "
               f"each cell); Wilson 95% intervals. The one-step bar the tiny tier is held to: "
               f"executors 99.9%, aligners 99.5% at every length.")

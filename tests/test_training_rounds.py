@@ -299,3 +299,22 @@ def test_long_share_draws_operands_of_more_than_fifty_digits_and_leaves_other_st
     for shares in ({"equal_share": 0.4, "short_share": 0.2}, {"nines_share": 0.5}):
         assert MachineSource([("executor", "reflection")], max_len=100, seed=0, **shares).batch(3, 8) == \
             MachineSource([("executor", "reflection")], max_len=100, seed=0, long_share=0.0, **shares).batch(3, 8)
+
+
+def test_half_the_nines_draws_have_a_run_of_one_or_two_nines_as_random_pairs_mostly_do():
+    import random
+
+    from caef_bench.data.training import nines_on_top
+    from caef_bench.train.sources import MachineSource
+
+    def runs(few_share):
+        rng = random.Random(0)
+        return [len(str(b)) - len(str(b).lstrip("9")) for b in (nines_on_top(rng, 100, few_share)[1] for _ in range(400))]
+
+    assert sum(n <= 2 for n in runs(0.0)) < 30  # uniform over 1..100
+    assert 0.45 < sum(n <= 2 for n in runs(0.5)) / 400 < 0.6
+    source = MachineSource([("executor", "reflection")], max_len=100, seed=0, nines_share=1.0)
+    assert "few_nines" in source.fingerprint
+    zeros = [len(str(int(s["meta"]["b"]))) - len(str(int(s["meta"]["b"])).lstrip("9")) for s in source.batch(0, 200)
+             if str(s["meta"]["b"]).startswith("9")]
+    assert sum(n <= 2 for n in zeros) > len(zeros) / 3

@@ -127,15 +127,20 @@ def change_one_digit(a: int, rng: random.Random) -> tuple[int, int]:
     return int(digits[:index] + rng.choice(choices) + digits[index + 1:]), k
 
 
-def nines_on_top(rng: random.Random, length: int) -> tuple[int, int]:
+def nines_on_top(rng: random.Random, length: int, few_share: float = 0.0) -> tuple[int, int]:
     """A subtraction a - b (a >= b, both `length` digits) whose b has a run of 9s on top.
 
     REFLECTION's complement 9…9 - b then has as many leading zeros, which it drops one q2 step
     each, and SUB's first ADD gets a shorter second operand. Random pairs hold this about one
     time in a hundred (b's top digit 9 needs a's too), so training and the one-step check draw
     it on purpose; a == b one time in five.
+
+    The run's length is uniform over 1..length, except that a share `few_share` has one or two 9s:
+    in random pairs nine runs in ten are a single 9, which a uniform draw of a 100-digit run gives
+    one time in a hundred.
     """
-    nines = rng.randint(1, length)
+    few = few_share and rng.random() < few_share  # (drawn only with a share: other streams stay as they were)
+    nines = rng.randint(1, min(2, length)) if few else rng.randint(1, length)
     b = int("9" * nines + "".join(str(rng.randrange(10)) for _ in range(length - nines)))
     a = b if rng.random() < 0.2 else rng.randint(b, 10**length - 1)
     return a, b

@@ -83,6 +83,9 @@ class MachineSource:
     and that halt about evenly), SUB's steps that read the REFLECTION and
     first ADD halts, any step of that first ADD. (The step that writes `CMD q2`
     was left out at first: 100-digit runs then went on past it, `CMD q2, q1`.)
+    Half the runs of 9s are one or two long, as most are in random pairs: drawn
+    uniformly, a 100-digit REFLECTION almost never dropped a single zero, and then
+    halted on it one time in twelve.
 
     A share `return_share` of a composer's samples (sub, mul, div) are the steps
     that read a callee's halt state (its calls: `ComposerRun.calls`): the
@@ -101,6 +104,7 @@ class MachineSource:
     PAIRED = COMPARISON + ("sub",)
     CALLERS = {"add": ("sub", "mul"), "gt": ("div",)}
     NINES = ("reflection", "sub", "add")  # the executors whose texts carry REFLECTION's dropped zeros
+    FEW_NINES = 0.5  # nines draws with a run of one or two 9s (data.training.nines_on_top)
 
     def __init__(self, adapters: list[tuple[str, str]], max_len: int, seed: int, stage: int = 2,
                  edge_weight: float = 0.25, excluded: frozenset[str] = frozenset(), curriculum_steps: int = 0,
@@ -126,7 +130,7 @@ class MachineSource:
         if composer_share:
             self.fingerprint += f":composer={composer_share}"
         if nines_share and any(op in self.NINES for _, op in adapters):
-            self.fingerprint += f":nines={nines_share}:kept_tops:q2_command"
+            self.fingerprint += f":nines={nines_share}:kept_tops:q2_command:few_nines"
         if return_share and any(OPERATIONS[op].machine in COMPOSERS for _, op in adapters):
             self.fingerprint += f":returns={return_share}"
         if any(op == "left_mask" for _, op in adapters):
@@ -185,7 +189,7 @@ class MachineSource:
         long = self.long_share and top > self.LONG and rng.random() < self.long_share
         length = rng.randint(self.LONG + 1, top) if long else rng.randint(1, top)
         while True:
-            a, b = nines_on_top(rng, length)
+            a, b = nines_on_top(rng, length, few_share=self.FEW_NINES)
             if render_expr("sub", a, b) not in self.excluded:
                 break
         sub = run("sub", a, b)

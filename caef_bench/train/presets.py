@@ -97,14 +97,14 @@ def preset_overrides(settings: Mapping[str, object]) -> dict:
 _NO_SHARES = {name: 0.0 for name in SHARES}
 _EXPR = "coupled-expr"  # aligner (I) without index hints: how the mul and div aligners were trained
 SHIPPED_ROUNDS = {
-    "executor_add": {"samples": 361_600, "lr": 5e-4},
-    "executor_sub": {"samples": 189_440, "lr": 5e-4},
+    "executor_add": {"samples": 382_400, "lr": 5e-4, "nines_share": 0.2, "long_share": 0.5},
+    "executor_sub": {"samples": 243_200, "lr": 5e-4, "nines_share": 0.3, "return_share": 0.5},
     "executor_mul": {"samples": 10_240, "lr": 2e-4, **_NO_SHARES},
     "executor_div": {"samples": 10_240, "lr": 2e-4, **_NO_SHARES},
     "executor_gt": {"samples": 95_680, "lr": 3e-4},
     "executor_lt": {"samples": 180_800, "lr": 5e-4},
     "executor_eq": {"samples": 19_840, "lr": 5e-4, "same_share": 0.25, "near_share": 0.35, "composer_share": 0.0},
-    "executor_reflection": {"samples": 76_160, "lr": 5e-4},
+    "executor_reflection": {"samples": 127_360, "lr": 5e-4, "nines_share": 0.6, "long_share": 0.5},
     "executor_left_mask": {"samples": 238_240, "lr": 5e-4},
     "aligner_add": {"samples": 24_640, "lr": 5e-4, "equal_share": 0.4, "composer_share": 0.0},
     "aligner_sub": {"samples": 121_760, "lr": 5e-4},

@@ -3,6 +3,7 @@ they call is byte-identical; the others must be run again."""
 
 import pytest
 
+from caef_bench.data.testsets import table1_cells
 from caef_bench.evaluate.suites import carry_over, cell_adapters
 
 
@@ -25,7 +26,7 @@ def test_only_cells_whose_adapters_are_all_unchanged_are_kept_with_the_command_t
     earlier = _earlier()
     now = {**earlier["adapters"], "executor_reflection": "new"}  # sub calls it; add and gt do not
     kept, dropped = carry_over(earlier, now, cells_run=[])
-    assert set(kept) == {"add_5", "gt_5"} and dropped == ["sub_5"]
+    assert set(kept) == {"add_5", "gt_5"} and dropped == {"sub_5": "w0"}
     assert kept["gt_5"]["made_by"] == {"command": "caef-bench run --suite caef", "weights": "w0", "limit": 10}
     # a cell kept twice keeps its first origin
     again, _ = carry_over({**earlier, "command": "later", "results": kept}, now, cells_run=[])
@@ -35,6 +36,30 @@ def test_only_cells_whose_adapters_are_all_unchanged_are_kept_with_the_command_t
 def test_cells_this_command_runs_are_not_carried_and_a_file_without_fingerprints_is_refused():
     earlier = _earlier()
     kept, dropped = carry_over(earlier, earlier["adapters"], cells_run=["add_5"])
-    assert set(kept) == {"sub_5", "gt_5"} and dropped == []
+    assert set(kept) == {"sub_5", "gt_5"} and dropped == {}
     with pytest.raises(ValueError, match="fingerprints"):
         carry_over({**earlier, "adapters": None}, earlier["adapters"], cells_run=[])
+
+
+def test_a_dropped_cell_stays_named_until_a_run_solves_it_and_the_table_says_so():
+    from pathlib import Path
+
+    from caef_bench.evaluate.suites import SuiteResults
+    from caef_bench.report.tables import suite_header
+
+    earlier = _earlier()
+    now = {**earlier["adapters"], "executor_reflection": "new"}
+    kept, dropped = carry_over(earlier, now, cells_run=[])
+    # the next run (on the same weights) no longer sees sub_5 in the results, only in "dropped"
+    later = {**earlier, "weights": "w1", "adapters": now, "results": kept, "dropped": dropped}
+    _, still = carry_over(later, now, cells_run=["add_5"])
+    assert still == {"sub_5": "w0"}
+    _, solved = carry_over(later, now, cells_run=["sub_5"])
+    assert solved == {}
+    document = {**later, "tier": "tiny", "checkpoints": None, "results": {**kept}, "dropped": still}
+    header = suite_header(SuiteResults("caef", document, Path("records"), [], {"gt_5": kept["gt_5"]}))
+    dropped_part, unsolved_part = header.partition("Not in this table: ")[2].split("; ")
+    assert dropped_part == "sub_5 (their numbers, on weights `w0`, were dropped: an adapter they call has changed since)"
+    unsolved = unsolved_part.removesuffix(" (not solved on these weights).").split(", ")
+    assert unsolved[:2] == ["add_10", "add_50"] and len(unsolved) == len(table1_cells()) - 3  # every other cell named
+    assert "gt_5" not in unsolved and "add_5" not in unsolved

@@ -238,7 +238,7 @@ def run_suite(model, request: SuiteRequest, out: Path, progress=None, say=print)
     started = time.perf_counter()
     results = RUNNERS[request.suite](model, list(request.cells), request.limit, records, progress, reuse)
     name = RESULT_NAMES[request.suite]
-    kept = {}
+    kept, dropped = {}, {}
     if request.keep_unchanged:
         earlier_file = out / f"{name}.json"
         if not earlier_file.is_file():
@@ -252,6 +252,8 @@ def run_suite(model, request: SuiteRequest, out: Path, progress=None, say=print)
     document = {"command": request.command, "tier": request.tier, "checkpoints": request.checkpoints,
                 "weights": model.fingerprint, "limit": request.limit, "adapters": model.adapter_fingerprints,
                 "seconds": round(time.perf_counter() - started, 1), "results": results}
+    if request.keep_unchanged:
+        document["dropped"] = dropped  # so the table says which cells are missing and why, run after run
     return SuiteResults(request.suite, document, records, sources, kept)
 
 
@@ -269,20 +271,22 @@ def carry_over(earlier: dict, adapters: dict[str, str], cells_run: list[str]) ->
     A cell is kept when every adapter it calls (`cell_adapters`) has the same fingerprint in both
     (same base, bytes and position scheme: the same greedy output on every prompt, runtime.reuse),
     so its numbers are what solving it again would give; each kept cell records the command and
-    weights that made it. Returns (kept cells, the names of those dropped because an adapter changed).
+    weights that made it. Returns (kept cells, {cell: the weights its dropped numbers were made on} for
+    those dropped because an adapter changed, now or by an earlier --keep-unchanged run, and not run now).
     """
     before = earlier.get("adapters")
     if before is None:
         raise ValueError("the earlier results file does not record its adapters' fingerprints; "
                          "its cells cannot be checked against these weights")
-    kept, dropped = {}, []
+    kept = {}
+    dropped = {cell: weights for cell, weights in earlier.get("dropped", {}).items() if cell not in cells_run}
     for cell, result in earlier["results"].items():
         if cell in cells_run:
             continue
+        origin = result.get("made_by") or {"command": earlier["command"], "weights": earlier["weights"],
+                                           "limit": earlier.get("limit")}
         if all(before.get(name) == adapters.get(name) for name in cell_adapters(cell)):
-            origin = result.get("made_by") or {"command": earlier["command"], "weights": earlier["weights"],
-                                               "limit": earlier.get("limit")}
             kept[cell] = {**result, "made_by": origin}
         else:
-            dropped.append(cell)
+            dropped[cell] = origin["weights"]
     return kept, dropped

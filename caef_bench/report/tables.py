@@ -7,6 +7,8 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from caef_bench.data.testsets import table1_cells
+
 if TYPE_CHECKING:  # (annotations only: the suites import the runtime)
     from caef_bench.evaluate.suites import SuiteResults
 
@@ -96,6 +98,19 @@ def suite_header(made: SuiteResults) -> str:
                    "byte-identical to these (`--keep-unchanged`): " + "; ".join(
                        f"{', '.join(cells)} by `{command}` on weights `{weights}`"
                        for (command, weights), cells in origins.items()) + ".")
+    if made.kept:  # a table assembled across runs: say which cells it lacks, not only a bare "–" in them
+        dropped = document.get("dropped") or {}
+        missing = [cell for cell in table1_cells() if cell not in results]
+        by_weights: dict[str, list[str]] = {}
+        for cell in missing:
+            if cell in dropped:
+                by_weights.setdefault(dropped[cell], []).append(cell)
+        unsolved = [cell for cell in missing if cell not in dropped]
+        if missing:
+            header += " Not in this table: " + "; ".join(
+                [f"{', '.join(cells)} (their numbers, on weights `{weights}`, were dropped: an adapter they call "
+                 f"has changed since)" for weights, cells in by_weights.items()]
+                + ([f"{', '.join(unsolved)} (not solved on these weights)"] if unsolved else [])) + "."
     return header
 
 

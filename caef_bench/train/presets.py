@@ -97,7 +97,7 @@ def preset_overrides(settings: Mapping[str, object]) -> dict:
 _NO_SHARES = {name: 0.0 for name in SHARES}
 _EXPR = "coupled-expr"  # aligner (I) without index hints: how the mul and div aligners were trained
 SHIPPED_ROUNDS = {
-    "executor_add": {"samples": 392_000, "lr": 5e-4, "nines_share": 0.15, "long_share": 0.25, "composer_share": 0.35},
+    "executor_add": {"samples": 411_200, "lr": 5e-4, "nines_share": 0.15, "long_share": 0.45, "composer_share": 0.3},
     "executor_sub": {"samples": 243_200, "lr": 5e-4, "nines_share": 0.3, "return_share": 0.5},
     "executor_mul": {"samples": 10_240, "lr": 2e-4, **_NO_SHARES},
     "executor_div": {"samples": 10_240, "lr": 2e-4, **_NO_SHARES},

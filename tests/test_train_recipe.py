@@ -172,9 +172,15 @@ def test_a_second_ctrl_c_interrupts_at_once_and_an_ignored_signal_stays_ignored(
     from caef_bench.train.loop import train
 
     model, batch = _micro_run()
-    with pytest.raises(KeyboardInterrupt):
-        train(model, _signal_at(1, batch, signal.SIGINT, signal.SIGINT), tmp_path / "a", RunPlan(steps=3, lr=1e-3),
-              QUIET)
+    # A shell starts background jobs with SIGINT ignored (`cmd &`), which the run must respect:
+    # give this part Python's own handler, as an interactive run has.
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            train(model, _signal_at(1, batch, signal.SIGINT, signal.SIGINT), tmp_path / "a",
+                  RunPlan(steps=3, lr=1e-3), QUIET)
+    finally:
+        signal.signal(signal.SIGINT, inherited)
     assert not (tmp_path / "a/checkpoint").exists()
     previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as under nohup
     try:

@@ -98,8 +98,8 @@ def suite_header(made: SuiteResults) -> str:
                    "byte-identical to these (`--keep-unchanged`): " + "; ".join(
                        f"{', '.join(cells)} by `{command}` on weights `{weights}`"
                        for (command, weights), cells in origins.items()) + ".")
-    if made.kept:  # a table assembled across runs: say which cells it lacks, not only a bare "–" in them
-        dropped = document.get("dropped") or {}
+    if "dropped" in document:  # assembled with --keep-unchanged: name the cells it lacks, not only a bare "–"
+        dropped = document["dropped"]
         missing = [cell for cell in table1_cells() if cell not in results]
         by_weights: dict[str, list[str]] = {}
         for cell in missing:

@@ -132,3 +132,59 @@ def test_a_local_run_is_compared_cell_by_cell_with_the_committed_intervals():
     lines = comparison_lines(local, committed)
     assert lines[0].startswith("compared with the committed table: 1 of 2 cells inside")
     assert "gt_5: 90.0% (N=10) against the committed 100.0%" in lines[1]
+
+
+def _fake_lm_eval(calls):
+    """Stands in for the `caef-bench lm-eval` subprocess: writes a complete, right sample log for
+    every task it is asked, where lm-eval would (under --output_path)."""
+    from caef_bench.data.testsets import load_cell
+
+    def run(command, check, env):
+        output = Path(command[command.index("--output_path") + 1])
+        limit = int(command[command.index("--limit") + 1])
+        calls.append(command)
+        for task in command[command.index("--tasks") + 1].split(","):
+            cell = task.removeprefix("caef_")
+            rows = load_cell(cell)[:limit]
+            lines = [json.dumps({"doc": {"expr": r["expr"], "answer": r["answer"]}, "exact_match": 1.0,
+                                 "filtered_resps": [r["answer"]]}) for r in rows]
+            (output / "m").mkdir(parents=True, exist_ok=True)
+            (output / "m" / f"samples_{task}_2026.jsonl").write_text("\n".join(lines) + "\n")
+    return run
+
+
+def test_a_tier_system_keeps_its_lm_eval_outputs_per_weights_and_records_a_command_that_makes_every_cell(
+        tmp_path, monkeypatch):
+    # lm-eval's request cache is keyed by the request alone: after retraining, a rerun in the same
+    # folder would be answered by the weights before, so a tier's system works in a folder per weights
+    import caef_bench.evaluate.table1 as table1
+
+    system = load_systems()["caef-tiny"]
+    calls = []
+    monkeypatch.setattr(table1.subprocess, "run", _fake_lm_eval(calls))
+    monkeypatch.setattr(table1, "system_weights", lambda s: "aaaaaaaaaaaa")
+    first = table1.run_system(system, ["add_5", "gt_5"], 3, tmp_path, progress=lambda *_: None)
+    assert first["weights"] == "aaaaaaaaaaaa" and (tmp_path / "caef-tiny" / "aaaaaaaaaaaa" / "m").is_dir()
+    assert first["cells"]["add_5"]["n"] == 3 and len(calls) == 1
+
+    again = table1.run_system(system, ["add_5", "gt_5"], 3, tmp_path, progress=lambda *_: None)
+    assert len(calls) == 1  # every cell done for these weights: nothing run
+    assert "--tasks caef_add_5,caef_gt_5 " in again["command"]  # the recorded command still makes both
+
+    monkeypatch.setattr(table1, "system_weights", lambda s: "bbbbbbbbbbbb")
+    retrained = table1.run_system(system, ["add_5", "gt_5"], 3, tmp_path, progress=lambda *_: None)
+    assert len(calls) == 2 and retrained["weights"] == "bbbbbbbbbbbb"  # other weights: run again, elsewhere
+    assert "bbbbbbbbbbbb" in calls[1][calls[1].index("--output_path") + 1]
+
+
+def test_only_systems_of_a_tier_have_weights_and_the_report_names_them():
+    from caef_bench.evaluate.table1 import system_weights
+    from caef_bench.models.loading import get_tier, weights_fingerprint
+
+    systems = load_systems()
+    assert system_weights(systems["gpt-4o"]) is None and system_weights(systems["smollm2-135m-instruct"]) is None
+    shipped = weights_fingerprint(get_tier("tiny"))  # the direct adapters live in the same folder
+    assert system_weights(systems["caef-tiny"]) == system_weights(systems["lora-direct-tiny"]) == shipped
+    results = _results()
+    results["caef-tiny"]["weights"] = "c0ffee000000"
+    assert "weights `c0ffee000000`; N=10 per cell" in table1_markdown(results, "cmd")

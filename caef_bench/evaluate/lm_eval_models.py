@@ -134,14 +134,9 @@ class CaefDirectLM(_NoLoglikelihood, LM):
                  max_gen_toks: int = 128, batch_size=32, **_lm_eval_options):
         super().__init__()
         from caef_bench.models.codec import codec_for
-        from caef_bench.models.loading import get_tier, load_adapters, load_base
+        from caef_bench.models.loading import load_adapters, load_base, tier_with_checkpoints
 
-        overrides = {}
-        if checkpoints:
-            overrides = {"adapters": Path(checkpoints)}
-            if tier == "tiny":
-                overrides["base"] = Path(checkpoints) / "base"
-        tier_info = get_tier(tier, **overrides)
+        tier_info = tier_with_checkpoints(tier, checkpoints)
         model, tokenizer = load_base(tier_info, _device(device))
         self.model = load_adapters(model, tier_info.adapters, kinds=("direct",)).eval()
         self.codec = codec_for(tokenizer, tier_info.position_scheme)

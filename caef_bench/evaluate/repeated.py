@@ -28,7 +28,7 @@ from caef_bench.evaluate.onestep import SUB_CALLEES, aligner_cases, executor_cas
 from caef_bench.evaluate.scoring import extract_answer, wilson_interval
 from caef_bench.evaluate.suites import records_folder, run_caef
 from caef_bench.evaluate.systems import System
-from caef_bench.evaluate.table1 import read_samples, reply_text, run_system
+from caef_bench.evaluate.table1 import read_samples, reply_text, run_system, system_folder
 from caef_bench.models.names import adapter_name
 
 CONTROL = "control"
@@ -75,7 +75,7 @@ def run_caef_repeated(model, cells: list[str], limit: int | None, records_dir: P
 def run_baseline_repeated(system: System, cells: list[str], limit: int | None, work: Path, progress=print) -> dict:
     """One system of baselines/ on the repeated cells through lm-eval (resumable), each wrong answer classified."""
     ran = run_system(system, cells, limit, work, progress)
-    samples = read_samples(work / system.name, system, cells)
+    samples = read_samples(system_folder(system, work, ran.get("weights")), system, cells)
     style = STYLE_OF_GROUP[system.tasks]
     results = {}
     for cell in cells:

@@ -58,15 +58,36 @@ def reply_text(sample: dict) -> str:
     return ""
 
 
+def system_weights(system: System) -> str | None:
+    """The weights fingerprint of a system that runs one of this project's tiers (model_args `tier`,
+    optionally `checkpoints`); None for any other model (a hub model, an endpoint)."""
+    args = system.resolved_model_args()
+    if "tier" not in args:
+        return None
+    from caef_bench.models.loading import tier_with_checkpoints, weights_fingerprint
+
+    return weights_fingerprint(tier_with_checkpoints(args["tier"], args.get("checkpoints")))
+
+
+def system_folder(system: System, work: Path, weights: str | None = None) -> Path:
+    """Where a system's lm-eval outputs and request cache live (`weights`: its `system_weights`, when
+    already known): per weights for a tier's system, since lm-eval's cache is keyed by the request
+    alone, so after retraining a rerun must not find the replies (nor the sample logs) of the
+    weights before."""
+    weights = weights or system_weights(system)
+    return work / system.name / weights if weights else work / system.name
+
+
 def run_system(system: System, cells: list[str], limit: int | None, work: Path, progress=print) -> dict:
     """Run one system on the cells it has not finished (resumable), and score every cell."""
-    folder = work / system.name
+    weights = system_weights(system)
+    folder = system_folder(system, work, weights)
     done = {cell: samples for cell, samples in read_samples(folder, system, cells).items()
             if len(samples) == expected_n(cell, limit)}
     todo = [cell for cell in cells if cell not in done]
-    command = [sys.executable, "-m", "caef_bench", "lm-eval",
-               *system.lm_eval_argv(todo, limit, folder, folder / "cache" / "requests")]
     if todo:
+        command = [sys.executable, "-m", "caef_bench", "lm-eval",
+                   *system.lm_eval_argv(todo, limit, folder, folder / "cache" / "requests")]
         progress(f"{system.name}: {len(todo)} cell(s) to run ({len(done)} done): {' '.join(command[2:])}")
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
         subprocess.run(command, check=True, env=env)
@@ -74,8 +95,13 @@ def run_system(system: System, cells: list[str], limit: int | None, work: Path, 
     missing = [cell for cell in cells if len(done.get(cell, ())) != expected_n(cell, limit)]
     if missing:
         raise RuntimeError(f"{system.name}: lm-eval wrote no complete samples for {', '.join(missing)} in {folder}")
-    return {"command": "caef-bench lm-eval " + " ".join(command[4:]), "limit": limit,
-            "cells": {cell: cell_result(done[cell]) for cell in cells}}
+    # the command that makes every cell, whichever of them this call found already done
+    whole = system.lm_eval_argv(cells, limit, folder, folder / "cache" / "requests")
+    result = {"command": "caef-bench lm-eval " + " ".join(whole), "limit": limit,
+              "cells": {cell: cell_result(done[cell]) for cell in cells}}
+    if weights:
+        result["weights"] = weights
+    return result
 
 
 def run_table1(systems: list[System], cells: list[str] | None = None, limit: int | None = None,

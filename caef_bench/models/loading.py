@@ -119,6 +119,17 @@ def get_tier(name: str, **overrides) -> Tier:
     return TIERS[name](**overrides)
 
 
+def tier_with_checkpoints(name: str, checkpoints: str | Path | None = None) -> Tier:
+    """The tier `name`, its adapters replaced by `checkpoints` (an adapter folder, official layout)
+    when given; for the tiny tier that folder also holds the base, in base/."""
+    overrides = {}
+    if checkpoints:
+        overrides["adapters"] = Path(checkpoints)
+        if name == "tiny":
+            overrides["base"] = Path(checkpoints) / "base"
+    return get_tier(name, **overrides)
+
+
 def position_scheme_of(base: str | Path) -> str:
     """The position scheme recorded beside a base model's weights; "standard" when none is."""
     return tier_info(base).get("position_scheme", "standard")
@@ -369,5 +380,6 @@ __all__ = [
     "KINDS", "LLAMA_HUB_ID", "TIERS", "LoadedTier", "Tier",
     "adapter_dir", "get_tier", "load",
     "adapter_schemes", "load_adapters", "load_bare_base", "load_base", "loaded_adapters", "position_scheme_of", "save_adapter",
+    "tier_with_checkpoints",
     "torch_dtype", "use_adapter", "weights_fingerprint", "adapter_fingerprints", "fingerprints",
 ]

@@ -86,6 +86,8 @@ def table1_markdown(results: dict, command: str, notes: list[str] | None = None)
     for name, result in results.items():
         status = (f"not run here: {result['skipped']}" if "skipped" in result
                   else f"N={_n_summary(result)} per cell" + _coverage(result))
+        if result.get("weights"):
+            status = f"weights `{result['weights']}`; {status}"
         lines.append(f"- `{name}` for **{result.get('paper_row') or 'no paper row'}**: {result.get('description', '')}; {status}")
     partial_caef = [name for name, r in results.items()
                     if r.get("paper_row") == "CAEF" and "cells" in r and _coverage(r)]

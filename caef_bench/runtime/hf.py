@@ -136,17 +136,10 @@ def load_step_model(tier: str = "tiny", checkpoints: str | None = None, speculat
                     device: str = "cpu") -> HFStepModel:
     """A tier's base with all its adapters as a StepModel; `checkpoints` is an adapter folder
     (official layout, with base/ inside for the tiny tier) replacing the tier's default."""
-    from pathlib import Path
-
     from caef_bench.models.codec import codec_for
-    from caef_bench.models.loading import fingerprints, load
+    from caef_bench.models.loading import fingerprints, load, tier_with_checkpoints
 
-    overrides = {}
-    if checkpoints:
-        overrides["adapters"] = Path(checkpoints)
-        if tier == "tiny":
-            overrides["base"] = Path(checkpoints) / "base"
-    loaded = load(tier, device=device, **overrides)
+    loaded = load(tier_with_checkpoints(tier, checkpoints), device=device)
     codecs = {name: codec_for(loaded.tokenizer, scheme) for name, scheme in loaded.schemes.items()}
     weights, per_adapter = fingerprints(loaded.tier)
     return HFStepModel(loaded.model, codec_for(loaded.tokenizer, loaded.tier.position_scheme), speculative,

@@ -69,12 +69,10 @@ def system_weights(system: System) -> str | None:
     return weights_fingerprint(tier_with_checkpoints(args["tier"], args.get("checkpoints")))
 
 
-def system_folder(system: System, work: Path, weights: str | None = None) -> Path:
-    """Where a system's lm-eval outputs and request cache live (`weights`: its `system_weights`, when
-    already known): per weights for a tier's system, since lm-eval's cache is keyed by the request
-    alone, so after retraining a rerun must not find the replies (nor the sample logs) of the
-    weights before."""
-    weights = weights or system_weights(system)
+def system_folder(system: System, work: Path, weights: str | None) -> Path:
+    """Where a system's lm-eval outputs and request cache live (`weights`: its `system_weights`):
+    per weights for a tier's system, since lm-eval's cache is keyed by the request alone, so after
+    retraining a rerun must not find the replies (nor the sample logs) of the weights before."""
     return work / system.name / weights if weights else work / system.name
 
 

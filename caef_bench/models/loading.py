@@ -119,14 +119,14 @@ def get_tier(name: str, **overrides) -> Tier:
     return TIERS[name](**overrides)
 
 
-def tier_with_checkpoints(name: str, checkpoints: str | Path | None = None) -> Tier:
+def tier_with_checkpoints(name: str, checkpoints: str | Path | None = None, **overrides) -> Tier:
     """The tier `name`, its adapters replaced by `checkpoints` (an adapter folder, official layout)
-    when given; for the tiny tier that folder also holds the base, in base/."""
-    overrides = {}
+    when given; for the tiny tier that folder also holds the base, in base/. Keyword overrides
+    (as `get_tier`'s) win over both."""
     if checkpoints:
-        overrides["adapters"] = Path(checkpoints)
+        overrides.setdefault("adapters", Path(checkpoints))
         if name == "tiny":
-            overrides["base"] = Path(checkpoints) / "base"
+            overrides.setdefault("base", Path(checkpoints) / "base")
     return get_tier(name, **overrides)
 
 
@@ -292,10 +292,7 @@ def load(tier: str | Tier, ops: Iterable[str] | None = None, device: str = "cpu"
 def load_bare_base(tier: str = "tiny", checkpoints: str | Path | None = None, device: str = "cpu") -> LoadedTier:
     """A tier's base model alone, no adapter loaded; for the tiny tier, `checkpoints` (an adapter
     folder, official layout) holds the base in base/, as it does for runtime.hf.load_step_model."""
-    overrides = {"adapters": None}
-    if checkpoints and tier == "tiny":
-        overrides["base"] = Path(checkpoints) / "base"
-    return load(tier, device=device, **overrides)
+    return load(tier_with_checkpoints(tier, checkpoints, adapters=None), device=device)
 
 
 def adapter_schemes(adapter_root: str | Path) -> dict[str, str]:

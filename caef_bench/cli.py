@@ -139,7 +139,10 @@ def _solve(args: argparse.Namespace) -> int:
         for i, step in enumerate(record.steps, 1):
             indent = "    " * step.depth
             print(f"{i:>4} {step.adapter}\n" + "\n".join(indent + "     " + line for line in step.output.split("\n")))
-    print(record.final or f"no answer ({record.outcome}{': ' + record.detail if record.detail else ''})")
+    # Only an answer to the asked expression is printed: a run whose aligner wrote other operands
+    # (outcome "misaligned") says so instead of showing another problem's expression.
+    answered = record.outcome == "answered" and record.final
+    print(record.final if answered else f"no answer ({record.outcome}{': ' + record.detail if record.detail else ''})")
     if record.first_divergence:
         d = record.first_divergence
         print(f"first divergence from the machine: step {d.step}, {d.error_class}")

@@ -107,6 +107,8 @@ class CaefLM(_NoLoglikelihood, LM):
             waiting.setdefault(problem.id, []).append(index)
 
         def finished(record) -> None:  # each answer into lm-eval's request cache (--use_cache) as it comes
+            if record.outcome == "misaligned":  # no answer to another problem's expression; say which operand
+                print(f"caef: {record.expr} answered with nothing, misaligned: {record.detail}", file=sys.stderr)
             for index in waiting.get(record.id, ()):
                 answers[index] = record.answer or ""
                 self.cache_hook.add_partial("generate_until", requests[index].args, answers[index])

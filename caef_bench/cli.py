@@ -280,7 +280,7 @@ def _onestep(args: argparse.Namespace) -> int:
     record = measure_tier(args.model, args.checkpoints, adapters, args.per_cell, args.seed, base_only=args.base_only,
                           device=str(_device(args)), command=args.command_line,
                           out=Path(args.out) if args.out else None, markdown=onestep_markdown, progress=show,
-                          every_step=args.every_step)
+                          every_step=args.every_step, structured=args.structured)
     if args.json:
         Path(args.json).write_text(json.dumps(record, indent=1) + "\n")
     return 0
@@ -366,6 +366,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--return-share", type=float,
                        help="override the share of sub, mul and div samples that are steps reading a callee's halt "
                             "state (where it copies the callee's result into its next state)")
+    train.add_argument("--structured-share", type=float,
+                       help="override the share of samples whose operands are structured: runs of one digit, periodic "
+                            "patterns, round numbers, a run then random digits, equal operands, one digit apart, "
+                            "b = 0 or 1 (caef_bench/data/structured.py)")
     train.add_argument("--composer-share", type=float,
                        help="override the share of add and gt samples drawn from the calls inside SUB, MUL, DIV runs")
     train.add_argument("--position-scheme", choices=SCHEMES,
@@ -383,6 +387,9 @@ def build_parser() -> argparse.ArgumentParser:
     onestep.add_argument("--every-step", action="store_true",
                          help="executors: every transition of --per-cell problems per cell (whole runs, teacher-forced), "
                               "not one drawn from each: a 100-digit run needs ~99.99%% per step")
+    onestep.add_argument("--structured", action="store_true",
+                         help="also the struct_<n> cells: operands of the structured samplers (runs of one digit, "
+                              "round numbers, periodic patterns, equal operands, …; caef_bench/data/structured.py)")
     onestep.add_argument("--seed", type=int, default=0)
     onestep.add_argument("--device", help="cpu, cuda, … (default: cuda when available)")
     onestep.add_argument("--json", help="also write the results to this JSON file")

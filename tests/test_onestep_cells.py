@@ -114,3 +114,23 @@ def test_every_step_accuracy_counts_each_wrong_transition():
     assert (results["add_5"]["n"], results["add_5"]["correct"]) == (len(cases), len(cases) - 1)
     assert results["add_5"]["failures"][0]["prompt"] == broken_prompt
     assert all(r["accuracy"] == 1.0 for cell, r in results.items() if cell != "add_5")
+
+
+def test_structured_cells_come_only_when_asked_and_hold_structured_operands():
+    from caef_bench.evaluate.onestep import aligner_cases, structured_problems
+
+    assert not any(c.startswith("struct_") for c in cells_for("add") + cells_for("mul", "aligner"))
+    assert cells_for("add", "aligner", structured=True)[-3:] == ["struct_10", "struct_50", "struct_100"]
+    assert cells_for("div", structured=True) == ["div_1_10", "struct_1_10"]
+    pairs = structured_problems("add", "struct_50", 200)
+    assert pairs == structured_problems("add", "struct_50", 200)  # seeded
+    assert all(max(len(str(a)), len(str(b))) == 50 for a, b in pairs)
+    assert sum(len(str(b)) < 50 for _, b in pairs) > 50  # n-digit a with shorter b too (1000000000000000+1=)
+    assert any(a == b for a, b in pairs) and any(str(a).count("0") > 40 or str(a).count("9") > 40 for a, _ in pairs)
+    cases = aligner_cases("sub", "struct_10", 10)
+    assert [prompt.endswith("=") for prompt, _ in cases] == [True, False] * 5  # (I) and (O) alternating
+    for prompt, _ in cases[::2]:
+        a, b = prompt[:-1].split("-")
+        assert int(a) >= int(b)
+    for source, target in executor_cases("left_mask", "struct_100", 10):
+        assert parse(source).state.machine == "LEFT_MASK"

@@ -67,7 +67,7 @@ def test_measure_adapters_skips_what_was_measured_and_keeps_the_order_asked(monk
     earlier = {"aligner_add": {"add_5": "earlier"}, "executor_gt": {"gt_5": "earlier"}}
     results = onestep.measure_adapters(StepModel(), [("executor", "add"), ("aligner", "add")], 3, 7, earlier,
                                        save=lambda r: saved.append(list(r)), progress=lambda n, c: shown.append(n))
-    assert calls == [("weights", "codec of executor_add", "executor", "add", 3, 7)]
+    assert calls == [("weights", "codec of executor_add", "executor", "add", 3, 7, False)]
     assert StepModel.active == ["executor_add"] and shown == ["executor_add", "aligner_add"]
     assert saved == [["aligner_add", "executor_gt", "executor_add"]]  # after each adapter measured
     assert list(results) == ["executor_add", "aligner_add", "executor_gt"]  # the order asked, then the rest

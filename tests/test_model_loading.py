@@ -244,18 +244,13 @@ def _check_the_conversion_and_that_it_is_reused(folder: Path):
 
 
 @needs_smollm2
-def test_smollm2_gguf_conversion_is_reused_and_loads(request, tmp_path, monkeypatch):
-    """The conversion in a cache kept between test runs (pytest's, keyed by the GGUF and transformers): made on
-    the first run, read by later ones. `-m slow` converts into a fresh folder."""
+def test_smollm2_gguf_conversion_is_reused_and_loads():
+    """The conversion in caef-bench's own cache ($CAEF_BENCH_CACHE, else ~/.cache/caef-bench), kept for the GGUF
+    whose hash it records: made once by whichever test or command needs it first, then read (the SmolLM2 system
+    and endpoint tests use the same folder). `-m slow` converts into a fresh folder."""
     pytest.importorskip("gguf", reason=f"transformers needs the gguf package to read GGUF ({smollm2.INSTALL_HINT})")
-    import transformers
-
-    key = f"caef-bench-smollm2-{smollm2.sha256_of(smollm2.find_gguf())[:16]}-transformers-{transformers.__version__}"
-    kept = getattr(request.config, "cache", None)  # None under -p no:cacheprovider: convert into tmp_path
-    cache = kept.mkdir(key) if kept is not None else tmp_path
-    monkeypatch.setenv(smollm2.ENV_CACHE, str(cache))
     folder = smollm2.converted_dir()
-    assert folder == cache / smollm2.CONVERTED_NAME
+    assert folder == smollm2.cache_root() / smollm2.CONVERTED_NAME
     _check_the_conversion_and_that_it_is_reused(folder)
 
 

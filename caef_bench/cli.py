@@ -103,6 +103,7 @@ def _train(args: argparse.Namespace) -> int:
         workers=args.workers, precision=args.precision, micro_batch_tokens=args.micro_batch_tokens,
         base_init=Path(args.base_init) if args.base_init else None,
         adapter_init=Path(args.adapter_init) if args.adapter_init else None,
+        direct_position_scheme=args.direct_position_scheme,
     )
     if args.preset != "tiny" and not args.base:
         raise ValueError(f"preset {args.preset!r} trains adapters on a given base: pass --base PATH")
@@ -367,6 +368,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="override the share of add and gt samples drawn from the calls inside SUB, MUL, DIV runs")
     train.add_argument("--position-scheme", choices=SCHEMES,
                        help="override the position scheme (default: the preset's, or the --base's own)")
+    train.add_argument("--direct-position-scheme", choices=SCHEMES, default="standard",
+                       help="the ids the LoRA-direct adapters train with, whatever the base's (default standard, "
+                            "the paper's; another is its own system, not the paper's row)")
     train.add_argument("--quiet", action="store_true")
     train.set_defaults(handler=_train)
 

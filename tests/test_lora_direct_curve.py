@@ -2,6 +2,8 @@
 budget, their in-process evaluation, and the report (micro models)."""
 
 import json
+import subprocess
+import sys
 from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
@@ -9,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from caef_bench.models.tiny import TinyShape, build_tiny_base
+from caef_bench.models.tiny import TinyShape, build_tiny_base, save_tiny_base
 from caef_bench.train.curve import label, parse_fractions, snapshot_steps, train_curve
 from caef_bench.train.loop import RunOptions, RunPlan, train
 from caef_bench.train.recipe import TrainRequest
@@ -17,6 +19,7 @@ from micro_model import micro_tiny_base  # noqa: F401  (pytest fixture)
 
 MICRO = TinyShape(hidden=32, layers=2, heads=2, ffn=64, max_positions=8192)
 QUIET = RunOptions(progress=False)
+REPO = Path(__file__).resolve().parent.parent
 
 
 def _curve_request(out, base, **choices) -> TrainRequest:
@@ -117,3 +120,76 @@ def test_the_train_curve_command_builds_its_request_from_the_flags(monkeypatch, 
     assert request.direct_position_scheme == "standard" and request.command.startswith("caef-bench train-curve")
     assert main(["train-curve", "--fractions", "2"]) == 2
     assert "not in (0, 1]" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- the curve's evaluation
+
+def test_replies_are_cut_where_the_direct_tasks_stop_them():
+    text = (REPO / "tasks/_bare_template_yaml").read_text()
+    assert 'until: ["\\n"]' in text and "_bare_template_yaml" in (REPO / "tasks/_direct_template_yaml").read_text()
+    from caef_bench.evaluate.direct import STOP
+
+    assert STOP == "\n"
+
+
+def test_a_replys_verdict_does_not_depend_on_tokens_past_the_answer_and_its_slack():
+    from caef_bench.evaluate.direct import ANSWER_SLACK, DirectModel
+    from caef_bench.evaluate.scoring import score
+    from caef_bench.models.codec import CaefCodec
+
+    direct = DirectModel(model=None, codecs={"add": CaefCodec("standard"), "gt": CaefCodec("standard")})
+    assert direct.answer_limit("add", "112") == 3 + ANSWER_SLACK
+    # Whatever a reply goes on with past the limit, the scorer's verdict on its first `limit`
+    # tokens is its verdict on the whole reply (one token per digit here).
+    for full, target in (("112", "112"), ("1120000000000000", "112"), ("112 and more", "112"), ("11", "112"),
+                         ("True then", "True"), ("Truest of all", "True")):
+        limit = direct.answer_limit("add", target)
+        assert score(full[:limit], target, "add" if target.isdigit() else "gt", "direct") == \
+            score(full, target, "add" if target.isdigit() else "gt", "direct"), full
+
+
+def test_the_curve_evaluation_scores_every_snapshot_and_measures_only_what_it_lacks(tmp_path, micro_tiny_base,
+                                                                                    monkeypatch):
+    import caef_bench.evaluate.direct_curve as direct_curve
+
+    curve = tmp_path / "curve"
+    train_curve(_curve_request(curve, micro_tiny_base), parse_fractions("1/2,1"))
+    out = tmp_path / "eval.json"
+    record = direct_curve.evaluate_curve(curve, out, per_cell=3, cells=["add_5", "add_100"], batch_size=2,
+                                         command="eval (test)", progress=lambda line: None)
+    assert set(record["points"]) == {"add/frac_1_2", "add/frac_1"}
+    point = record["points"]["add/frac_1_2"]
+    assert point["samples"] == 16 and point["fraction"] == "1/2" and point["position_scheme"] == "standard"
+    assert set(point["cells"]) == {"add_5", "add_100"} and point["cells"]["add_5"]["n"] == 3
+    assert {"accuracy", "ci_low", "ci_high", "examples"} <= set(point["cells"]["add_5"])
+    assert json.loads(out.read_text()) == record and record["command"] == "eval (test)"
+
+    measured = []
+    real = direct_curve.evaluate_cell
+    monkeypatch.setattr(direct_curve, "evaluate_cell", lambda *a: measured.append(a[2]) or real(*a))
+    direct_curve.evaluate_curve(curve, out, per_cell=3, cells=["add_5", "add_10", "add_100"], batch_size=2,
+                                progress=lambda line: None)
+    assert measured == ["add_10", "add_10"]  # one new cell per snapshot; the rest kept
+    measured.clear()
+    direct_curve.evaluate_curve(curve, out, per_cell=4, cells=["add_5"], progress=lambda line: None)
+    assert measured == ["add_5", "add_5"]  # another N: measured again
+
+    with pytest.raises(ValueError, match="not the one the snapshots were trained on"):
+        other = tmp_path / "other_base"
+        save_tiny_base(build_tiny_base(MICRO, seed=1), other, "coupled-hints")
+        direct_curve.evaluate_curve(curve, out, per_cell=1, base=other, progress=lambda line: None)
+    with pytest.raises(FileNotFoundError, match="no learning-curve snapshots"):
+        direct_curve.evaluate_curve(tmp_path / "nothing", out, progress=lambda line: None)
+
+
+def test_the_curve_evaluation_runs_without_lm_eval_or_pandas(tmp_path, micro_tiny_base):
+    # The accelerator machine that trains the curve may have torch, transformers and peft alone.
+    curve = tmp_path / "curve"
+    train_curve(_curve_request(curve, micro_tiny_base), parse_fractions("1"))
+    code = ("import sys; sys.modules['lm_eval'] = sys.modules['pandas'] = None\n"
+            "from caef_bench.cli import main\n"
+            f"sys.exit(main(['eval-curve', '--curve', {str(curve)!r}, '--per-cell', '2', '--cells', 'add_5', "
+            f"'--device', 'cpu']))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((curve / "evaluation.json").read_text())["points"]["add/frac_1"]["cells"]["add_5"]["n"] == 2

@@ -180,6 +180,14 @@ def _eval_curve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report_curve(args: argparse.Namespace) -> int:
+    from .report.direct_curve import write_curve_report
+
+    for path in write_curve_report(args.evaluation, args.out, args.command_line, args.caef or None):
+        print(f"wrote {path}")
+    return 0
+
+
 def _device(args: argparse.Namespace) -> str:
     from .models.loading import default_device
 
@@ -470,6 +478,15 @@ def build_parser() -> argparse.ArgumentParser:
     curve_eval.add_argument("--batch-size", type=int, default=100, help="problems decoded together (default 100)")
     curve_eval.add_argument("--device", help="cpu, cuda, … (default: cuda when available)")
     curve_eval.set_defaults(handler=_eval_curve)
+
+    curve_report = commands.add_parser(
+        "report-curve", help="lora_direct_curve.md, .json and .png from eval-curve's JSON, beside CAEF and the paper")
+    curve_report.add_argument("--evaluation", default="work/direct_curve/evaluation.json",
+                              help="eval-curve's JSON (default work/direct_curve/evaluation.json)")
+    curve_report.add_argument("--caef", default="results/table1_caef.json",
+                              help="CAEF's results at its full budget (default results/table1_caef.json; '' for none)")
+    curve_report.add_argument("--out", default="results/local", help="where the three files go (default results/local)")
+    curve_report.set_defaults(handler=_report_curve)
 
     onestep = commands.add_parser("onestep", help="one-step exact match of executors and aligners per test cell")
     onestep.add_argument("--model", default="tiny")

@@ -193,3 +193,60 @@ def test_the_curve_evaluation_runs_without_lm_eval_or_pandas(tmp_path, micro_tin
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert json.loads((curve / "evaluation.json").read_text())["points"]["add/frac_1"]["cells"]["add_5"]["n"] == 2
+
+
+# ---------------------------------------------------------------- the report
+
+def _evaluation() -> dict:
+    def cell(correct, n=100):
+        from caef_bench.evaluate.scoring import accuracy
+
+        return accuracy([{"correct": i < correct} for i in range(n)])
+
+    points = {}
+    for label_, samples, cells in (("frac_1_16", 29_184, {"add_5": cell(10), "add_100": cell(0)}),
+                                   ("frac_1", 466_304, {"add_5": cell(90), "add_100": cell(0)})):
+        points[f"add/{label_}"] = {"op": "add", "label": label_, "fraction": label_, "samples": samples,
+                                   "budget_samples": 466_240, "fraction_of_budget": samples / 466_240,
+                                   "adapter": "abc", "position_scheme": "standard", "train_command": "caef-bench t",
+                                   "seed": 0, "final_loss": 1.0, "train_seconds": 1.0, "train_device": "x",
+                                   "cells": cells}
+    return {"command": "caef-bench eval-curve", "curve": "work/c", "per_cell": 100, "base": "checkpoints/tiny/base",
+            "base_weights": "b45e", "device": "cuda", "points": points}
+
+
+def test_the_report_puts_the_curve_beside_caef_and_the_paper_in_three_files(tmp_path):
+    from caef_bench.report.direct_curve import write_curve_report
+
+    evaluation = tmp_path / "eval.json"
+    evaluation.write_text(json.dumps(_evaluation()))
+    paths = write_curve_report(evaluation, tmp_path / "out", "caef-bench report-curve",
+                               REPO / "results" / "table1_caef.json")
+    assert [p.name for p in paths] == ["lora_direct_curve.md", "lora_direct_curve.json", "lora_direct_curve.png"]
+    markdown = paths[0].read_text()
+    assert "`caef-bench report-curve`" in markdown and "`caef-bench eval-curve`" in markdown
+    assert "`caef-bench t` (seed 0, standard position ids)" in markdown and "`b45e`" in markdown
+    assert "### Addition (budget 466,240 samples)" in markdown
+    assert "| 29,184 " in markdown and "10.0 [5.5, 17.4]" in markdown  # Wilson interval of 10/100
+    assert "CAEF (ours)" in markdown and "92.1" in markdown  # the paper's LoRA-direct at add_5
+    record = json.loads(paths[1].read_text())
+    assert [p["samples"] for p in record["points"]["add"]] == [29_184, 466_304]
+    assert record["paper"]["add"]["5"] == 92.1 and record["caef"]["cells"]["add_5"]["n"] == 200
+    assert paths[2].stat().st_size > 10_000
+    with pytest.raises(FileNotFoundError, match="eval-curve"):
+        write_curve_report(tmp_path / "missing.json", tmp_path / "out", "cmd")
+
+
+@pytest.mark.slow
+def test_the_whole_curve_runs_on_the_shipped_tiny_base(tmp_path):
+    # One step of 128 samples on the real base (minutes on a CPU), then N=2, then the report.
+    from caef_bench.cli import main
+
+    curve = tmp_path / "curve"
+    assert main(["train-curve", "--ops", "add", "--fractions", "1/4096", "--out", str(curve), "--quiet"]) == 0
+    manifest = json.loads((curve / "frac_1_4096/direct/add/manifest.json").read_text())
+    assert manifest["samples"] == 128 and manifest["position_scheme"] == "standard"
+    assert manifest["base"] == "checkpoints/tiny/base"
+    assert main(["eval-curve", "--curve", str(curve), "--per-cell", "2", "--cells", "add_5"]) == 0
+    assert main(["report-curve", "--evaluation", str(curve / "evaluation.json"), "--out", str(tmp_path)]) == 0
+    assert "| 128 " in (tmp_path / "lora_direct_curve.md").read_text()

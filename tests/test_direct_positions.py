@@ -102,3 +102,30 @@ def test_a_direct_adapters_scheme_is_part_of_the_weights_fingerprint(tmp_path, m
     manifest_path = folder / "direct/add/manifest.json"
     manifest_path.write_text(json.dumps({**json.loads(manifest_path.read_text()), "position_scheme": "coupled"}))
     assert weights_fingerprint(tier_with_checkpoints("tiny", folder)) != standard  # other ids, other outputs
+
+
+# ---------------------------------------------------------------- Table 1
+
+def test_table1_states_each_direct_adapters_samples_as_a_share_of_its_budget(tmp_path, micro_tiny_base):
+    from caef_bench.evaluate.systems import System
+    from caef_bench.evaluate.table1 import direct_training_notes
+
+    folder = _checkpoints_with_direct(tmp_path / "ck", micro_tiny_base, "standard")
+    manifest_path = folder / "direct/add/manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["stages"]["stage2"].update(steps=911, batch=128)  # 116,608 samples: a quarter of 466,240
+    manifest_path.write_text(json.dumps(manifest))
+    system = System(name="direct", model="caef-direct", tasks="caef_table1_direct",
+                    model_args={"tier": "tiny", "checkpoints": str(folder)})
+    [note] = direct_training_notes({"direct": {"cells": {}}}, {"direct": system})
+    assert "add 116,608 (25.0% of 466,240)" in note and "standard ids" in note and "lower bound" in note
+    manifest["stages"]["stage2"].update(steps=3643)
+    manifest_path.write_text(json.dumps(manifest))
+    [note] = direct_training_notes({"direct": {"cells": {}}}, {"direct": system})
+    assert "(100.0% of 466,240)" in note and "lower bound" not in note and "position id 0" not in note
+
+
+def test_table1_runs_the_tiny_lora_direct_row_at_100_problems_per_cell_or_more():
+    from caef_bench.evaluate.systems import load_systems
+
+    assert load_systems()["lora-direct-tiny"].limit >= 100

@@ -94,3 +94,14 @@ def build_answering_model(directory: str | Path, answer: str) -> Path:
 def answering_model_dir(tmp_path_factory) -> Path:
     """A model that answers "True" to every bare prompt (``45+67=``, ``5>3=``)."""
     return build_answering_model(tmp_path_factory.mktemp("answering_model"), "True")
+
+
+@pytest.fixture(scope="module")
+def micro_tiny_base(tmp_path_factory) -> Path:
+    """A micro tiny base (the CAEF tokenizer, hidden 32) under the tiny preset's coupled ids, saved
+    as the tier saves its own: for training and loading adapters on it in seconds."""
+    from caef_bench.models.tiny import TinyShape, build_tiny_base, save_tiny_base
+
+    folder = tmp_path_factory.mktemp("micro_tiny_base")
+    save_tiny_base(build_tiny_base(TinyShape(hidden=32, layers=2, heads=2, ffn=64), seed=0), folder, "coupled-hints")
+    return folder

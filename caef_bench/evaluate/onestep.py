@@ -203,6 +203,26 @@ def every_step_accuracy(step_model, op: str, problems: int, seed: int, structure
     return results
 
 
+def batched_one_step_accuracy(step_model, kind: str, op: str, per_cell: int, seed: int,
+                              structured: bool = False) -> dict:
+    """`one_step_accuracy` through the step model's batched greedy decoding (one verification pass for
+    many cases, as the runtime decodes): the same greedy outputs, the same cases, many times faster
+    for a thousand cases per cell."""
+    name = adapter_name(kind, op)
+    codec = step_model.codec_for(name)
+
+    def generate(prompts, limits, drafts):
+        outputs = []
+        for start in range(0, len(prompts), EVERY_STEP_BATCH):
+            chunk = slice(start, start + EVERY_STEP_BATCH)
+            outputs += [getattr(o, "text", o) for o in step_model.generate(prompts[chunk], name, limits[chunk])]
+        return outputs
+
+    cases_for = executor_cases if kind == "executor" else aligner_cases
+    return {cell: score_cases(generate, cases_for(op, cell, per_cell, seed), lambda text: len(codec.completion_ids(text)))
+            for cell in cells_for(op, kind, structured)}
+
+
 def one_step_check(per_cell: int, seed: int) -> Callable[[Any, Any, str, str], dict]:
     """one_step_accuracy(model, codec, kind, op) at `per_cell` cases per cell, drawn with `seed`: what
     training records in each adapter's manifest (train.recipe.TrainRequest.one_step_check)."""
@@ -227,6 +247,8 @@ def measure_adapters(step_model, adapters: list[tuple[str, str]], per_cell: int,
             step_model.activate(name)
             if every_step and kind == "executor":
                 results[name] = every_step_accuracy(step_model, op, per_cell, seed, structured)
+            elif hasattr(step_model, "generate"):
+                results[name] = batched_one_step_accuracy(step_model, kind, op, per_cell, seed, structured)
             else:
                 results[name] = one_step_accuracy(step_model.model, step_model.codec_for(name), kind, op, per_cell, seed,
                                                   structured)

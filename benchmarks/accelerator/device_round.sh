@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# One call on a lent accelerator (docs/structured-operands.md, docs/reproducibility.md): the training round,
+# then, on the shipped tier with that round's adapters in place (work/candidate), the one-step gates and
+# the full-size evaluation side by side, each stopped at its time; what comes back lands in OUT.
+#
+#   benchmarks/accelerator/device_round.sh OUT [DEVICE] [TRAIN_MIN] [EVAL_S] [SCALE]
+#
+# On the CPU, to try every step of it before spending device time:
+#   benchmarks/accelerator/device_round.sh work/device_smoke cpu 1 120 0.01
+set -u
+out=${1:?OUT folder}; device=${2:-cuda}; train_minutes=${3:-4.5}; eval_seconds=${4:-200}; scale=${5:-1}
+python=${PYTHON:-python3}
+mkdir -p "$out" work
+started=$SECONDS
+say() { echo "[$((SECONDS - started)) s] $*" | tee -a "$out/device.log"; }
+say "device round on $device: training ${train_minutes} min, evaluation ${eval_seconds} s, scale $scale"
+extra=()
+[ "$device" = cpu ] && extra=(--direct-steps 2)
+$python benchmarks/accelerator/training_round.py --out "$out" --device "$device" --minutes "$train_minutes" \
+    --scale "$scale" --candidate work/candidate "${extra[@]}" 2>&1 | tee -a "$out/device.log"
+say "training round done"
+gate=(--checkpoints work/candidate --structured --device "$device")
+per_cell=1000; problems=20; processes=12
+[ "$device" = cpu ] && per_cell=4 && problems=1 && processes=2
+# The gates: one-step at $per_cell cases per cell on random and structured cells, every step of
+# $problems problems per cell for each executor (a 100-digit run needs ~99.99% per step).
+timeout "$eval_seconds" $python -m caef_bench onestep "${gate[@]}" --per-cell "$per_cell" --out work/gates/onestep \
+    > work/gates_onestep.log 2>&1 &
+timeout "$eval_seconds" $python -m caef_bench onestep "${gate[@]}" --aligners "" --every-step --per-cell "$problems" \
+    --out work/gates/every_step > work/gates_every_step.log 2>&1 &
+timeout "$eval_seconds" $python benchmarks/accelerator/full_evaluation.py --out work/device_eval --device "$device" \
+    --checkpoints work/candidate --processes "$processes" --minutes 60 $([ "$device" = cpu ] && echo --smoke) \
+    --bring-back "$out" > work/device_eval.log 2>&1
+say "evaluation stopped (exit $?)"
+wait
+$python benchmarks/accelerator/full_evaluation.py --out work/device_eval --checkpoints work/candidate --pack-only \
+    --bring-back "$out" 2>&1 | tee -a "$out/device.log"
+tar czf "$out/evaluation.tgz" -C work gates device_eval gates_onestep.log gates_every_step.log device_eval.log
+say "packed: $(ls "$out" | tr '\n' ' ')"

@@ -1,0 +1,146 @@
+"""Training on a lent accelerator, in one prepared call: every CAEF adapter trained further from the shipped
+one with structured operands in its draws (docs/structured-operands.md), and the LoRA-direct learning curve
+(`caef-bench train-curve`, standard position ids, into RUN/direct_curve) for every operator, in parallel processes that share the
+GPU and its CPU cores.
+
+    python benchmarks/accelerator/training_round.py --out DIR [--device cuda] [--scale 1] [--minutes 5]
+
+Each stream is one `caef-bench train` or `train-curve` command (recorded in every manifest it writes);
+`--scale` multiplies the CAEF streams' step counts (a CPU smoke run: --scale 0.01 --device cpu
+--direct-steps 2); `--minutes` stops every stream at that wall time (the same command goes on from its
+checkpoints). What comes back, in the official layout and without optimizer state, to be checked on the
+CPU before anything is shipped: DIR/caef_adapters.tgz (executors/, aligners/), DIR/direct_*.tgz (the
+curve's snapshots, frac_<n>_<d>/direct/<op>/), DIR/logs.tgz (every stream's log and loss curves).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+CAEF = ["train", "--preset", "tiny", "--base", "checkpoints/tiny/base", "--adapter-init", "checkpoints/tiny",
+        "--batch", "128", "--eval-per-cell", "0", "--quiet"]
+# (name, settings, steps per adapter, batch-building processes: the machines draw a batch of 128 in
+# 15-70 ms on one core, the GPU is what bounds a step). The aligners all move to index hints
+# (coupled-hints, as add's and sub's are); every adapter keeps its plan's shares
+# (train.presets.TINY_ADAPTER_PLANS) and draws structured operands besides.
+CAEF_STREAMS = [
+    ("aligners_a", ["--executors", "", "--aligners", "add,sub,gt", "--position-scheme", "coupled-hints",
+                    "--structured-share", "0.5", "--lr", "3e-4"], 160, 1),
+    ("aligners_b", ["--executors", "", "--aligners", "lt,eq,mul,div", "--position-scheme", "coupled-hints",
+                    "--structured-share", "0.5", "--lr", "3e-4"], 160, 1),
+    ("add_sub", ["--executors", "add,sub", "--aligners", "", "--structured-share", "0.4", "--lr", "2e-4"], 200, 1),
+    ("comparisons", ["--executors", "gt,lt,eq", "--aligners", "", "--structured-share", "0.5", "--lr", "3e-4"], 160, 1),
+    ("helpers", ["--executors", "left_mask,reflection,mul,div", "--aligners", "", "--structured-share", "0.5",
+                 "--lr", "3e-4"], 120, 1),
+]
+# The LoRA-direct curve: one run per operator to its whole budget (the samples of its CAEF executor and
+# aligner), snapshots at each fraction; the largest budgets get a process of their own.
+DIRECT_STREAMS = [["add"], ["sub"], ["gt", "lt"], ["eq", "mul", "div"]]
+FRACTIONS = "1/16,1/8,1/4,1/2,1"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="where the archives go (the device's $OUT)")
+    parser.add_argument("--run", default="work/training_round", help="the CAEF streams' folders (resumable)")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply the CAEF streams' steps")
+    parser.add_argument("--direct-steps", type=int, help="the curve runs' steps (default: each whole budget)")
+    parser.add_argument("--minutes", type=float, default=5.0, help="stop every stream after this many minutes")
+    parser.add_argument("--no-direct", action="store_true")
+    parser.add_argument("--candidate", help="also write the shipped tier with this round's finished adapters "
+                                            "in place of its own here (what the same call then evaluates)")
+    args = parser.parse_args(argv)
+    out, run = Path(args.out), Path(args.run)
+    curve = run / "direct_curve"
+    out.mkdir(parents=True, exist_ok=True)
+    logs = run / "logs"  # (packed into logs.tgz: a call brings back at most 8 files)
+    logs.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    gpu = args.device != "cpu"
+    stop = ["--stop-after", str(60 * args.minutes), "--device", args.device]
+    commands = {}
+    for name, settings, steps, workers in CAEF_STREAMS:
+        commands[name] = [*CAEF, *settings, "--out", str(run / name), "--stage2-steps",
+                          str(max(2, round(steps * args.scale))), "--workers", str(workers if gpu else 0), *stop]
+    for ops in ([] if args.no_direct else DIRECT_STREAMS):
+        commands["direct_" + "_".join(ops)] = [
+            "train-curve", "--ops", ",".join(ops), "--fractions", FRACTIONS, "--out", str(curve), "--quiet",
+            "--workers", "1" if gpu else "0", *stop,
+            *(["--stage2-steps", str(args.direct_steps)] if args.direct_steps else [])]
+    procs = []
+    for name, command in commands.items():
+        full = [sys.executable, "-m", "caef_bench", *command]
+        print(" ".join(full[1:]), flush=True)
+        log = open(logs / f"{name}.log", "w")
+        procs.append((name, subprocess.Popen(full, stdout=log, stderr=subprocess.STDOUT,
+                                             env={**os.environ, "PYTHONUNBUFFERED": "1"}), log))
+    codes = {}
+    for name, proc, log in procs:
+        codes[name] = proc.wait()
+        log.close()
+        print(f"{name}: exit {codes[name]} after {time.monotonic() - started:.0f} s", flush=True)
+    pack(out, run, curve, [name for name, *_ in CAEF_STREAMS])
+    print(f"packed in {time.monotonic() - started:.0f} s", flush=True)
+    if args.candidate:
+        replaced = assemble_candidate(run, [name for name, *_ in CAEF_STREAMS], Path(args.candidate))
+        print(f"candidate {args.candidate}: {', '.join(replaced) or 'no adapter replaced'}", flush=True)
+    return max(codes.values(), default=0)
+
+
+def finished_adapters(run: Path, streams: list[str]) -> list[Path]:
+    """The adapter folders this round wrote (each with its manifest), in the official layout under a stream."""
+    return sorted(m.parent for stream in streams for kind in ("executors", "aligners")
+                  for m in (run / stream / kind).glob("*/manifest.json"))
+
+
+def assemble_candidate(run: Path, streams: list[str], candidate: Path,
+                       shipped: Path = Path("checkpoints/tiny")) -> list[str]:
+    """A copy of the shipped tier with every adapter this round trained to the end of its plan in place of
+    the shipped one (one cut short by --minutes is packed for a look, never evaluated as a candidate)."""
+    shutil.rmtree(candidate, ignore_errors=True)
+    shutil.copytree(shipped, candidate)
+    replaced = []
+    for folder in finished_adapters(run, streams):
+        stages = json.loads((folder / "manifest.json").read_text())["stages"].values()
+        if not all(stage.get("complete", True) for stage in stages):
+            continue
+        target = candidate / folder.parent.name / folder.name
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(folder, target, ignore=shutil.ignore_patterns(".runs", "*.pt", "*.tmp"))
+        replaced.append(f"{folder.parent.name}/{folder.name}")
+    return replaced
+
+
+def _no_run_state(info: tarfile.TarInfo):
+    return None if "/.runs" in info.name or info.name.endswith((".pt", ".tmp")) else info
+
+
+def pack(out: Path, run: Path, curve: Path, streams: list[str]) -> None:
+    """Finished adapters in the official layout (no optimizer state), in archives under 16 MiB each."""
+    with tarfile.open(out / "caef_adapters.tgz", "w:gz") as tar:
+        for stream in streams:
+            for folder in finished_adapters(run, [stream]):
+                tar.add(folder, arcname=str(folder.relative_to(run / stream)), filter=_no_run_state)
+    for name, ops in (("direct_a", ("add", "sub", "gt", "lt")), ("direct_b", ("eq", "mul", "div"))):
+        with tarfile.open(out / f"{name}.tgz", "w:gz") as tar:
+            for snapshot in sorted(curve.glob("frac_*/direct/*")):
+                if snapshot.name in ops:
+                    tar.add(snapshot, arcname=str(snapshot.relative_to(curve)), filter=_no_run_state)
+    with tarfile.open(out / "logs.tgz", "w:gz") as tar:  # every stream's log and loss curves, finished or not
+        tar.add(run / "logs", arcname="logs")
+        for folder in [run / stream for stream in streams] + [curve]:
+            for path in sorted(folder.rglob("*.jsonl")) + sorted(folder.rglob("manifest.json")):
+                tar.add(path, arcname=str(path))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

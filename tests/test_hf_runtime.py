@@ -56,9 +56,13 @@ def test_speculative_decoding_matches_plain_greedy_with_one_pass_per_step(memori
     assert plain.stats.forward_passes > 5 * fast.stats.forward_passes
 
 
-def test_adapters_are_switched_by_name(memorised):
+def test_adapters_are_switched_by_name_and_attached_on_first_use(memorised):
     model = load_step_model("tiny", str(memorised))
-    assert set(model.model.peft_config) == {"executor_add", "aligner_add"}
+    assert not hasattr(model.model, "peft_config")  # the base alone until a call needs an adapter
+    assert model.adapter_names == ("aligner_add", "executor_add")
+    model.generate(["12+34="], "aligner_add")
+    assert set(model.model.peft_config) == {"aligner_add"}
+    assert model.paper_loop().model is model.model  # one set of weights, wrapped once
     with pytest.raises(ValueError, match="not loaded"):
         model.generate(["1+2="], "executor_mul")
 

@@ -59,11 +59,13 @@ def reply_text(sample: dict) -> str:
 
 
 def system_weights(system: System) -> str | None:
-    """The weights fingerprint of a system that runs one of this project's tiers (model_args `tier`,
-    optionally `checkpoints`); None for any other model (a hub model, an endpoint)."""
-    args = system.resolved_model_args()
-    if "tier" not in args:
+    """The weights fingerprint of a system that runs one of this project's tiers here (model_args `tier`,
+    optionally `checkpoints`); None for any other model (a hub model, an endpoint: a tier whose steps
+    a server answers, `backend: openai`, has weights this machine cannot see)."""
+    args = system.model_args  # (read before placeholders are filled: an endpoint's address may not be set)
+    if "tier" not in args or args.get("backend", "hf") != "hf":
         return None
+    args = system.resolved_model_args()
     from caef_bench.models.loading import tier_with_checkpoints, weights_fingerprint
 
     return weights_fingerprint(tier_with_checkpoints(args["tier"], args.get("checkpoints")))

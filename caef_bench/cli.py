@@ -531,6 +531,11 @@ def main(argv: list[str] | None = None) -> int:
         # Bad input or a missing model is the user's to fix: one clear line, exit code 2, no traceback.
         print(f"caef-bench: error: {error}", file=sys.stderr)
         return 2
+    except Exception as error:
+        if not hasattr(error, "exit_code"):  # a stop signal that ended a run (evaluate.table1.RunStopped)
+            raise
+        print(f"caef-bench: {error}", file=sys.stderr)
+        return error.exit_code
 
 
 if __name__ == "__main__":

@@ -526,7 +526,7 @@ def main(argv: list[str] | None = None) -> int:
 
         reexecute_with_jemalloc(argv)
     try:
-        return args.handler(args)
+        code = args.handler(args)
     except (ValueError, FileNotFoundError) as error:
         # Bad input or a missing model is the user's to fix: one clear line, exit code 2, no traceback.
         print(f"caef-bench: error: {error}", file=sys.stderr)
@@ -536,6 +536,15 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"caef-bench: {error}", file=sys.stderr)
         return error.exit_code
+    if invoked_as_program and args.handler is _solve:
+        # solve has printed all it has to say and writes no file: skip the interpreter's teardown of
+        # torch and transformers, a second or two of an interactive command's wall time
+        import os
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 if __name__ == "__main__":

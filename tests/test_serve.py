@@ -392,3 +392,26 @@ def test_the_vllm_system_runs_caef_here_and_its_steps_on_the_server(monkeypatch,
     argv = system.lm_eval_argv(["add_5"], 5, tmp_path, None)
     assert argv[:2] == ["--model", "caef"]
     assert "backend=openai,base_url=http://gpu-host:8000/v1" in argv[3] and "tier=llama-3.1-8b" in argv[3]
+
+
+@pytest.mark.parametrize("argv, reason", [
+    (["solve", "1+1=", "--backend", "openai"], "--backend openai needs --base-url"),
+    (["solve", "1+1=", "--base-url", "http://h:1/v1"], "--base-url is for --backend openai"),
+    (["solve", "1+1=", "--backend", "openai", "--base-url", "h:1"], "must be an http(s) address"),
+    (["run", "--suite", "table1", "--backend", "openai", "--base-url", "http://h:1/v1"], "apply to --suite caef and table2"),
+])
+def test_backend_options_that_do_not_fit_are_one_line_errors(argv, reason, capsys):
+    from caef_bench.cli import main
+
+    assert main(argv) == 2
+    assert reason in capsys.readouterr().err
+
+
+def test_solve_through_serve_prints_the_answer(capsys):
+    from caef_bench.cli import main
+
+    with uvicorn_thread(create_app(OracleModel(), "tiny")) as base:
+        assert main(["solve", "123-45=", "--backend", "openai", "--base-url", base + "/v1", "--trace"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.splitlines()[-1] == "123-45=78" and "executor_reflection" in captured.out
+    assert "requests to " + base + "/v1" in captured.err

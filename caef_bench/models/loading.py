@@ -139,17 +139,32 @@ def position_scheme_of(base: str | Path) -> str:
 
 def load_base(tier: Tier, device: str = "cpu", dtype=None):
     """(model, tokenizer) of the tier's base model, in eval mode."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     source, local = _model_source(tier.base)
     offline = {"local_files_only": True} if local else {}
-    model = AutoModelForCausalLM.from_pretrained(
+    model = _model_class(source, local).from_pretrained(
         source, dtype=torch_dtype(dtype or tier.dtype), **offline, **_placement(device)
     )
     tokenizer = AutoTokenizer.from_pretrained(source, **offline)
     if tokenizer.pad_token is None:  # LLaMA 3.1 has none; batching needs one (the official code pads with eos)
         tokenizer.pad_token = tokenizer.eos_token
     return model.eval(), tokenizer
+
+
+def _model_class(source: str, local: bool):
+    """The class a local base's config names (LlamaForCausalLM), imported alone; else the Auto class.
+    Importing the Auto mapping is half a second of `solve`'s cold start."""
+    import transformers
+
+    architectures = []
+    if local:
+        try:
+            architectures = json.loads((Path(source) / "config.json").read_text()).get("architectures") or []
+        except (OSError, ValueError):
+            pass
+    named = getattr(transformers, architectures[0], None) if len(architectures) == 1 else None
+    return named if named is not None and hasattr(named, "from_pretrained") else transformers.AutoModelForCausalLM
 
 
 def torch_dtype(dtype):

@@ -125,6 +125,8 @@ def test_chat_replies_are_read_by_the_chat_tasks_scorer(client):
     ({"model": "caef-tiny", "prompt": "1" * 101 + "+1="}, "at most 100 digits (got 101)"),
     ({"model": "caef-tiny", "prompt": "12345678901*3="}, "a of at most 10 digits and b at most 15"),
     ({"model": "caef-tiny", "prompt": "5*16="}, "b=16"),
+    ({"model": "caef-tiny", "prompt": "3-5="}, "subtraction needs a >= b"),
+    ({"model": "caef-tiny", "prompt": "7//0="}, "division by zero"),
     ({"model": "gpt-4o", "prompt": "1+1="}, "unknown model 'gpt-4o'"),
     ({"prompt": "1+1="}, "unknown model None"),
     ({"model": "caef-tiny", "prompt": "1+1=", "temperature": 0.7}, "greedy decoding only: temperature=0.7"),
@@ -153,6 +155,25 @@ def test_bad_input_is_a_400_with_its_reason(client, body, reason):
 def test_bad_chat_input_is_a_400_with_its_reason(client, body, reason):
     reply = client.post("/v1/chat/completions", json=body)
     assert reply.status_code == 400 and reason in reply.json()["error"]["message"]
+
+
+class _BrokenMul(OracleModel):
+    def generate(self, prompts, adapter):
+        if adapter == "executor_mul":
+            raise RuntimeError("the mul adapter is broken")
+        return super().generate(prompts, adapter)
+
+
+def test_a_failing_model_call_is_a_500_for_its_own_problems_only():
+    from fastapi.testclient import TestClient
+
+    with TestClient(create_app(_BrokenMul(), "tiny")) as broken:
+        failed = broken.post("/v1/completions", json={"model": "caef-tiny", "prompt": "7*3="})
+        step = broken.post("/v1/completions", json={"model": "executor_mul", "prompt": "MUL, q0"})
+        fine = broken.post("/v1/completions", json={"model": "caef-tiny", "prompt": "45+67="})
+    assert failed.status_code == 500 and "the mul adapter is broken" in failed.json()["error"]["message"]
+    assert step.status_code == 500 and "the mul adapter is broken" in step.json()["error"]["message"]
+    assert fine.status_code == 200 and fine.json()["choices"][0]["text"] == "112"
 
 
 def test_bodies_that_are_not_requests_are_400s_and_the_server_goes_on(client):
@@ -252,15 +273,15 @@ def test_the_endpoint_backend_says_what_went_wrong():
 # --------------------------------------------------------------------------- plain lm-eval as the client
 
 
-def _lm_eval_samples(model, model_args: str | None, limit: int = 5) -> list[dict]:
+def _lm_eval_samples(model, model_args: str | None, limit: int = 5, task: str = "caef_add_5", **options) -> list[dict]:
     import lm_eval
     from lm_eval.tasks import TaskManager
 
     from caef_bench.paths import TASKS_DIR
 
-    out = lm_eval.simple_evaluate(model=model, model_args=model_args, tasks=["caef_add_5"], limit=limit,
-                                  task_manager=TaskManager(include_path=str(TASKS_DIR)), log_samples=True)
-    return sorted(out["samples"]["caef_add_5"], key=lambda s: s["doc_id"])
+    out = lm_eval.simple_evaluate(model=model, model_args=model_args, tasks=[task], limit=limit,
+                                  task_manager=TaskManager(include_path=str(TASKS_DIR)), log_samples=True, **options)
+    return sorted(out["samples"][task], key=lambda s: s["doc_id"])
 
 
 def test_lm_evals_local_completions_scores_through_serve_what_caef_scores():
@@ -271,6 +292,10 @@ def test_lm_evals_local_completions_scores_through_serve_what_caef_scores():
     with uvicorn_thread(app) as base:
         served = _lm_eval_samples("local-completions",
                                   f"model=caef-tiny,base_url={base}/v1/completions,tokenized_requests=False")
+        chat = _lm_eval_samples("local-chat-completions",
+                                f"model=caef-tiny,base_url={base}/v1/chat/completions,tokenizer_backend=None",
+                                task="caef_add_5_chat", apply_chat_template=True)
+    assert [s["exact_match"] for s in chat] == [1.0] * 5
     direct = _lm_eval_samples(CaefLM(step_model=OracleModel()), None)
     assert [s["filtered_resps"] for s in served] == [s["filtered_resps"] for s in direct]
     assert [s["exact_match"] for s in served] == [1.0] * 5

@@ -55,6 +55,10 @@ class ClientGone(Exception):
     """The client disconnected while its problems were in flight."""
 
 
+class ServerError(Exception):
+    """The model failed on a request's problem or step: 500 with this one-line reason."""
+
+
 def every_adapter() -> tuple[str, ...]:
     return tuple(sorted([*map(executor_name, EXECUTOR_OPS), *map(aligner_name, ALIGNED_OPS)]))
 
@@ -157,10 +161,18 @@ def expression_of(prompt: str, tier: str, where: str):
     except ValueError as error:
         raise BadRequest(f"{where} is not an expression such as 45+67=: {error}", "prompt") from None
     try:
+        expression.operation.check(expression.a, expression.b)  # the machines' domain: 3-5=, 1//0=
         check_within_tier(tier, expression)
     except ValueError as error:
         raise BadRequest(f"{where}: {error}", "prompt") from None
     return expression
+
+
+def _failed(records) -> None:
+    """A run that ended in "error" (a model call that failed, a bug) is the server's fault: a 500."""
+    for index, record in enumerate(records):
+        if record.outcome == "error":
+            raise ServerError(f"problem {index} ({record.expr}) failed: {record.detail}")
 
 
 def chat_expression(body: dict) -> str:
@@ -255,6 +267,9 @@ def create_app(model, tier: str, *, tokenizer=None, mode: str = "free", batch_si
                 if not job.future.done():
                     app.state.scheduler.cancel(job)
             raise
+        failures = [future.exception() for future in futures if future.exception() is not None]
+        if failures:
+            raise ServerError(f"{type(failures[0]).__name__}: {failures[0]}")
         return [future.result() for future in futures]
 
     @app.exception_handler(ClientGone)
@@ -264,6 +279,10 @@ def create_app(model, tier: str, *, tokenizer=None, mode: str = "free", batch_si
     @app.exception_handler(BadRequest)
     async def bad_request(_request, error: BadRequest):
         return _error(400, str(error), error.param)
+
+    @app.exception_handler(ServerError)
+    async def server_error(_request, error: ServerError):
+        return _error(500, str(error), kind="server_error")
 
     @app.exception_handler(Exception)
     async def failure(_request, error: Exception):  # nothing a request does ends the server
@@ -298,6 +317,7 @@ def create_app(model, tier: str, *, tokenizer=None, mode: str = "free", batch_si
             for i, prompt in enumerate(prompts):
                 expression_of(prompt, tier, f"prompt {i}" if len(prompts) > 1 else "the prompt")
             records = await wait(request, [scheduler.solve(p.strip()) for p in prompts])
+            _failed(records)
             choices = [_problem_choice(i, record, stops) for i, record in enumerate(records)]
             tokens = sum(record.n_steps for record in records)
         else:
@@ -317,6 +337,7 @@ def create_app(model, tier: str, *, tokenizer=None, mode: str = "free", batch_si
         expr = chat_expression(body)
         expression_of(expr, tier, "the expression")
         record, = await wait(request, [app.state.scheduler.solve(expr)])
+        _failed([record])
         content, _ = cut_at_stop(chat_reply(expr, record), stop_strings(body))
         return {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
                 "model": whole,

@@ -7,6 +7,7 @@ import contextlib
 import socket
 import threading
 import time
+import urllib.request
 
 from caef_bench.runtime.oracle import OracleModel
 
@@ -15,6 +16,21 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def wait_for_health(process, url: str, seconds: float, what: str) -> None:
+    """Until `url` answers 200; RuntimeError with the server's last words if it dies or takes too long."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as reply:
+                if reply.status == 200:
+                    return
+        except OSError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{what} did not start: {process.stderr.read()[-2000:]}")
+        time.sleep(1)
 
 
 @contextlib.contextmanager
@@ -62,4 +78,13 @@ class GatedOracle(OracleModel):
         if not self.calls:
             self.waiting.set()
             self.gate.wait(30)
+        return super().generate(prompts, adapter)
+
+
+class BrokenMul(OracleModel):
+    """The oracle, whose mul executor raises on every call."""
+
+    def generate(self, prompts, adapter):
+        if adapter == "executor_mul":
+            raise RuntimeError("the mul adapter is broken")
         return super().generate(prompts, adapter)

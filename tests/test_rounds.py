@@ -7,6 +7,7 @@ from caef_bench.data.testsets import load_cell
 from caef_bench.evaluate.scoring import is_correct
 from caef_bench.runtime import Problem, Rounds, solve_batch
 from caef_bench.runtime.oracle import OracleModel
+from serving import BrokenMul
 
 # one test-set problem of every operator
 EVERY_OPERATOR = [load_cell(cell)[0] for cell in ("add_5", "sub_5", "gt_5", "lt_5", "eq_5", "mul_1_10", "div_1_10")]
@@ -28,15 +29,8 @@ def test_problems_that_join_between_rounds_get_the_records_of_one_batch():
         assert is_correct(joined)
 
 
-class _BrokenMul(OracleModel):
-    def generate(self, prompts, adapter):
-        if adapter == "executor_mul":
-            raise RuntimeError("the mul adapter is broken")
-        return super().generate(prompts, adapter)
-
-
 def test_a_failing_call_costs_only_its_problems_when_errors_are_recorded():
-    rounds = Rounds(_BrokenMul(), model_errors="record")
+    rounds = Rounds(BrokenMul(), model_errors="record")
     for expr in ("7*3=", "45+67="):
         rounds.join(Problem(expr, expr))
     records = {}
@@ -45,4 +39,4 @@ def test_a_failing_call_costs_only_its_problems_when_errors_are_recorded():
     assert records["7*3="].outcome == "error" and "the mul adapter is broken" in records["7*3="].detail
     assert records["45+67="].answer == "112"
     with pytest.raises(RuntimeError, match="broken"):  # a run (the default) stops instead
-        solve_batch([Problem("p", "7*3=")], _BrokenMul())
+        solve_batch([Problem("p", "7*3=")], BrokenMul())

@@ -30,7 +30,7 @@ from caef_bench.runtime.endpoint import EndpointError, EndpointStepModel, api_ro
 from caef_bench.runtime.oracle import OracleModel
 from caef_bench.serve.app import create_app, every_adapter
 from caef_bench.serve.scheduler import Scheduler
-from serving import GatedOracle, SlowOracle, free_port, uvicorn_thread
+from serving import BrokenMul, GatedOracle, SlowOracle, free_port, uvicorn_thread, wait_for_health
 from test_rounds import EVERY_OPERATOR
 
 REPO = Path(__file__).resolve().parents[1]
@@ -157,17 +157,10 @@ def test_bad_chat_input_is_a_400_with_its_reason(client, body, reason):
     assert reply.status_code == 400 and reason in reply.json()["error"]["message"]
 
 
-class _BrokenMul(OracleModel):
-    def generate(self, prompts, adapter):
-        if adapter == "executor_mul":
-            raise RuntimeError("the mul adapter is broken")
-        return super().generate(prompts, adapter)
-
-
 def test_a_failing_model_call_is_a_500_for_its_own_problems_only():
     from fastapi.testclient import TestClient
 
-    with TestClient(create_app(_BrokenMul(), "tiny")) as broken:
+    with TestClient(create_app(BrokenMul(), "tiny")) as broken:
         failed = broken.post("/v1/completions", json={"model": "caef-tiny", "prompt": "7*3="})
         step = broken.post("/v1/completions", json={"model": "executor_mul", "prompt": "MUL, q0"})
         fine = broken.post("/v1/completions", json={"model": "caef-tiny", "prompt": "45+67="})
@@ -314,17 +307,7 @@ def caef_serve():
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 300
-        while True:
-            try:
-                with urllib.request.urlopen(base + "/health", timeout=5) as reply:
-                    if reply.status == 200:
-                        break
-            except OSError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"caef-bench serve did not start: {process.stderr.read()[-2000:]}")
-            time.sleep(1)
+        wait_for_health(process, base + "/health", 300, "caef-bench serve")
         yield base
     finally:
         process.terminate()
@@ -440,3 +423,17 @@ def test_solve_through_serve_prints_the_answer(capsys):
     captured = capsys.readouterr()
     assert captured.out.splitlines()[-1] == "123-45=78" and "executor_reflection" in captured.out
     assert "requests to " + base + "/v1" in captured.err
+
+
+def test_the_tokenizer_endpoints_lm_eval_asks_for(client):
+    from fastapi.testclient import TestClient
+
+    from caef_bench.serve.server import tier_tokenizer
+
+    assert client.get("/tokenizer_info").status_code == 404  # a server made without one says so
+    with TestClient(create_app(OracleModel(), "tiny", tokenizer=tier_tokenizer("tiny"))) as served:
+        assert served.get("/tokenizer_info").json()["eos_token"] == "</s>"
+        tokens = served.post("/tokenize", json={"prompt": "45+67=", "add_special_tokens": False}).json()["tokens"]
+        assert served.post("/detokenize", json={"tokens": tokens}).json()["prompt"] == "45+67="
+        assert served.post("/tokenize", content=b"{oops").status_code == 400
+        assert served.post("/detokenize", json={"tokens": "12"}).status_code == 400

@@ -55,6 +55,10 @@ class ClientGone(Exception):
     """The client disconnected while its problems were in flight."""
 
 
+class NoTokenizer(Exception):
+    """The server was made without a tokenizer: its tokenizer endpoints answer 404."""
+
+
 class ServerError(Exception):
     """The model failed on a request's problem or step: 500 with this one-line reason."""
 
@@ -347,28 +351,35 @@ def create_app(model, tier: str, *, tokenizer=None, mode: str = "free", batch_si
 
     def _tokenizer():
         if state["tokenizer"] is None or not hasattr(state["tokenizer"], "encode"):
-            raise LookupError
+            raise NoTokenizer
         return state["tokenizer"]
+
+    async def _tokenizer_field(request: Request, field: str, valid, usage: str):
+        """The tokenizer, and the request's `field` when `valid` says it is one."""
+        tok = _tokenizer()
+        try:
+            body = json.loads(await request.body() or b"{}")
+        except ValueError:
+            raise BadRequest("the body is not JSON") from None
+        value = body.get(field) if isinstance(body, dict) else None
+        if not valid(value):
+            raise BadRequest(usage, field)
+        return tok, body, value
+
+    @app.exception_handler(NoTokenizer)
+    async def no_tokenizer(_request, _missing):
+        return _error(404, "this server has no tokenizer to offer", kind="not_found_error")
 
     @app.get("/tokenizer_info")
     async def tokenizer_info():
-        try:
-            tok = _tokenizer()
-        except LookupError:
-            return _error(404, "this server has no tokenizer to offer", kind="not_found_error")
+        tok = _tokenizer()
         return {"eos_token": tok.eos_token, "bos_token": tok.bos_token, "pad_token": tok.pad_token,
                 "model_max_length": getattr(tok, "model_max_length", None), "tokenizer_class": type(tok).__name__}
 
     @app.post("/tokenize")
     async def tokenize(request: Request):
-        try:
-            tok = _tokenizer()
-        except LookupError:
-            return _error(404, "this server has no tokenizer to offer", kind="not_found_error")
-        body = json.loads(await request.body() or b"{}")
-        text = body.get("prompt") if isinstance(body, dict) else None
-        if not isinstance(text, str):
-            raise BadRequest("tokenize takes {\"prompt\": text}", "prompt")
+        tok, body, text = await _tokenizer_field(request, "prompt", lambda v: isinstance(v, str),
+                                                 'tokenize takes {"prompt": text}')
         try:
             tokens = tok.encode(text, add_special_tokens=bool(body.get("add_special_tokens", False)))
         except Exception as error:
@@ -377,14 +388,9 @@ def create_app(model, tier: str, *, tokenizer=None, mode: str = "free", batch_si
 
     @app.post("/detokenize")
     async def detokenize(request: Request):
-        try:
-            tok = _tokenizer()
-        except LookupError:
-            return _error(404, "this server has no tokenizer to offer", kind="not_found_error")
-        body = json.loads(await request.body() or b"{}")
-        tokens = body.get("tokens") if isinstance(body, dict) else None
-        if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
-            raise BadRequest("detokenize takes {\"tokens\": [ids]}", "tokens")
+        tok, _, tokens = await _tokenizer_field(
+            request, "tokens", lambda v: isinstance(v, list) and all(isinstance(t, int) for t in v),
+            'detokenize takes {"tokens": [ids]}')
         try:
             return {"prompt": tok.decode(tokens)}
         except Exception as error:

@@ -72,7 +72,8 @@ def test_a_stopped_run_stops_its_child_which_keeps_what_it_finished(tmp_path, se
 
 
 def test_a_child_that_ignores_ctrl_c_is_terminated_after_the_grace_period(tmp_path):
-    stubborn = CHILD.replace("import os, sys, time", "import os, signal, sys, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)")
+    stubborn = CHILD.replace("import os, sys, time",
+                             "import os, signal, sys, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)")
     parent, child = _start(tmp_path, grace=0.5, child=stubborn)
     parent.send_signal(signal.SIGTERM)
     assert parent.wait(60) == 143

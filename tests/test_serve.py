@@ -437,3 +437,15 @@ def test_the_tokenizer_endpoints_lm_eval_asks_for(client):
         assert served.post("/detokenize", json={"tokens": tokens}).json()["prompt"] == "45+67="
         assert served.post("/tokenize", content=b"{oops").status_code == 400
         assert served.post("/detokenize", json={"tokens": "12"}).status_code == 400
+
+
+def test_run_solves_a_suite_through_serve(tmp_path):
+    from caef_bench.cli import main
+
+    with uvicorn_thread(create_app(OracleModel(), "tiny")) as base:
+        assert main(["run", "--suite", "caef", "--cells", "add_5,mul_1_10", "--limit", "2", "--backend", "openai",
+                     "--base-url", base + "/v1", "--out", str(tmp_path / "out"),
+                     "--records", str(tmp_path / "records")]) == 0
+    result = json.loads((tmp_path / "out" / "table1_caef.json").read_text())
+    assert result["weights"].startswith("endpoint-")  # the oracle names no weights: records of this address
+    assert all(cell["end_to_end"]["accuracy"] == 1.0 for cell in result["results"].values())

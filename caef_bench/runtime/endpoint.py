@@ -62,7 +62,9 @@ class EndpointStepModel:
     def __init__(self, base_url: str, *, api_key: str | None = None, timeout: float = 600, retries: int = 6,
                  backoff: float = 1.0, batch: int = 64, concurrency: int = 8):
         self.root = api_root(base_url)
-        self.api_key = api_key if api_key is not None else os.environ.get(ENV_API_KEY) or os.environ.get("OPENAI_API_KEY")
+        if api_key is None:
+            api_key = os.environ.get(ENV_API_KEY) or os.environ.get("OPENAI_API_KEY")
+        self.api_key = api_key
         self.timeout, self.retries, self.backoff = timeout, retries, backoff
         self.batch, self.concurrency = max(1, int(batch)), max(1, int(concurrency))
         self._listing: dict | None = None

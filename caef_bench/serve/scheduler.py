@@ -55,7 +55,9 @@ class Scheduler:
     def __init__(self, model, *, mode: str = "free", batch_size: int | None = None):
         self.model = model
         self.rounds = Rounds(model, mode, batch_size=batch_size, keep_steps=False, model_errors="record")
-        self._takes_limits = callable(getattr(model, "room", None)) and "limits" in inspect.signature(model.generate).parameters
+        # a model that caps each step's tokens (runtime.hf) honours a request's max_tokens
+        self._takes_limits = (callable(getattr(model, "room", None))
+                              and "limits" in inspect.signature(model.generate).parameters)
         self._wake = threading.Condition()
         self._inbox: list[Job] = []
         self._gone: set[str] = set()

@@ -3,7 +3,7 @@
 #   ./reproduce.sh         install into .venv, then run the main job on the tiny default
 #   ./reproduce.sh test    install into .venv if needed, then run the test suite (what CI runs)
 set -euo pipefail
-cd "$(dirname "$0")"
+cd "$(dirname "${BASH_SOURCE[0]}")"
 
 PYTHON=${PYTHON:-python3}
 VENV=.venv
@@ -24,15 +24,33 @@ install() {
     fi
 }
 
+duration() {  # 723 -> 12m03s, 3725 -> 1h02m05s
+    local s=$1
+    if [ "$s" -ge 3600 ]; then
+        printf '%dh%02dm%02ds' $((s / 3600)) $((s % 3600 / 60)) $((s % 60))
+    else
+        printf '%dm%02ds' $((s / 60)) $((s % 60))
+    fi
+}
+
+part() {  # part NAME COMMAND...: run one part of the main job and print its wall time
+    local name=$1 started=$SECONDS
+    shift
+    "$@"
+    echo "== part $name took $(duration $((SECONDS - started)))"
+}
+
 main_job() {
-    local cli="$VENV/bin/caef-bench"
+    # CAEF_BENCH_CLI: another command in caef-bench's place (tests/test_reproduce.py runs the job's
+    # steps and timings with a stub that returns at once).
+    local cli=${CAEF_BENCH_CLI:-$VENV/bin/caef-bench} started=$SECONDS
     echo "== the paper's test sets regenerate byte for byte from their seed"
-    "$cli" data testsets --check
+    part testsets "$cli" data testsets --check
     echo "== one machine, step by step"
-    "$cli" trace "89*2="
+    part trace "$cli" trace "89*2="
     if [ ! -f checkpoints/tiny/base/manifest.json ] || [ ! -d checkpoints/tiny/executors ]; then
         echo "== training the tiny tier (long on a CPU; interrupt at will, rerunning resumes)"
-        "$cli" train --preset tiny --out checkpoints/tiny
+        part train "$cli" train --preset tiny --out checkpoints/tiny
     fi
     # Everything this job writes goes to results/local/: the committed results/ (the reference
     # tables, at N=200 or more) stay as they are, and each table is compared with them.
@@ -40,11 +58,15 @@ main_job() {
     echo "== Table 1: every system of baselines/ that runs here, through lm-evaluation-harness"
     echo "   (each at its default problems per cell; the rest say why they cannot run). CAEF runs the"
     echo "   5- and 10-digit cells and mul/div here: a 100-digit subtraction is ~420 model calls on a CPU"
-    "$cli" run --suite table1 --out "$out" --cells-of 'caef-tiny=*_5,*_10,mul_1_10,div_1_10'
+    part table1 "$cli" run --suite table1 --out "$out" --cells-of 'caef-tiny=*_5,*_10,mul_1_10,div_1_10'
     echo "== Table 2 (components) on the tiny tier, first ${CAEF_LIMIT:-5} problems per cell"
-    "$cli" run --suite table2 --model tiny --limit "${CAEF_LIMIT:-5}" --out "$out"
+    part table2 "$cli" run --suite table2 --model tiny --limit "${CAEF_LIMIT:-5}" --out "$out"
     echo "== done: $out/table1.md, $out/table1.png, $out/table2.md"
+    echo "== the main job took $(duration $((SECONDS - started)))"
 }
+
+# Sourced (tests/test_reproduce.py), the script only defines its functions.
+[ "${BASH_SOURCE[0]}" = "$0" ] || return 0
 
 install
 case "${1:-main}" in

@@ -84,7 +84,6 @@ def _train(args: argparse.Namespace) -> int:
 
     from .evaluate.onestep import one_step_check
     from .machines import ALIGNED_OPS, EXECUTOR_OPS
-    from .train.loop import TrainingInterrupted
     from .train.presets import PRESETS, preset_overrides
     from .train.recipe import TrainRequest, run_training
 
@@ -103,21 +102,89 @@ def _train(args: argparse.Namespace) -> int:
         workers=args.workers, precision=args.precision, micro_batch_tokens=args.micro_batch_tokens,
         base_init=Path(args.base_init) if args.base_init else None,
         adapter_init=Path(args.adapter_init) if args.adapter_init else None,
+        direct_position_scheme=args.direct_position_scheme,
     )
     if args.preset != "tiny" and not args.base:
         raise ValueError(f"preset {args.preset!r} trains adapters on a given base: pass --base PATH")
-    try:
-        summary = run_training(request)
-    except TrainingInterrupted as stop:  # the run saved its checkpoint before stopping
-        print(f"caef-bench: {stop}; the same command goes on from there", file=sys.stderr)
-        return stop.exit_code
+    summary, code = _stoppable(lambda: run_training(request))
+    if summary is None:
+        return code
     for name, manifest in summary["adapters"].items():
         accuracy = manifest.get("one_step_accuracy") or {}
         cells = ", ".join(f"{cell} {r['accuracy']:.1%}" for cell, r in accuracy.items()) or "one-step not checked"
         print(f"{name:<22} {cells}")
     print(f"written to {args.out}/ in {summary['seconds']} s")
+    return _said_stopped(summary)
+
+
+def _stoppable(training) -> tuple[dict | None, int]:
+    """(training()'s summary, 0), or (None, the signal's exit code) when a stop signal ended it
+    after a step: the run saved its checkpoint, and the same command goes on."""
+    from .train.loop import TrainingInterrupted
+
+    try:
+        return training(), 0
+    except TrainingInterrupted as stop:
+        print(f"caef-bench: {stop}; the same command goes on from there", file=sys.stderr)
+        return None, stop.exit_code
+
+
+def _said_stopped(summary: dict) -> int:
     if summary["stopped"]:
         print(f"stopped: {summary['stopped']}; the same command goes on from there")
+    return 0
+
+
+def _train_curve(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .machines import ALIGNED_OPS
+    from .paths import TINY_CHECKPOINTS
+    from .train.curve import label, parse_fractions, train_curve
+    from .train.presets import preset_overrides
+    from .train.recipe import TrainRequest
+
+    fractions = parse_fractions(args.fractions)
+    request = TrainRequest(
+        preset="tiny", out=Path(args.out), seed=args.seed, base=args.base or str(TINY_CHECKPOINTS / "base"),
+        executors=(), aligners=(),
+        direct=_ops(args.ops, ALIGNED_OPS, ALIGNED_OPS), overrides=preset_overrides(vars(args)),
+        stop_after_s=args.stop_after, progress=not args.quiet, command=args.command_line, device=args.device,
+        workers=args.workers, precision=args.precision, micro_batch_tokens=args.micro_batch_tokens,
+        direct_position_scheme=args.position_scheme)
+    summary, code = _stoppable(lambda: train_curve(request, fractions))
+    if summary is None:
+        return code
+    for op, snapshots in summary["snapshots"].items():
+        taken = ", ".join(f"{name} ({m['samples']:,} samples, loss {m['stages']['stage2']['final_loss']:.3f}, "
+                          f"{m['stages']['stage2']['tokens'] / max(m['wall_time_s'], 1e-9):,.0f} tokens/s)"
+                          for name, m in sorted(snapshots.items(), key=lambda item: item[1]["samples"]))
+        print(f"direct_{op}: {taken or 'no snapshot yet'}")
+    print(f"snapshots in {args.out}/<{label(fractions[0])}, ...>/direct/<op>/")
+    return _said_stopped(summary)
+
+
+def _eval_curve(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .evaluate.direct_curve import evaluate_curve
+    from .machines import ALIGNED_OPS
+
+    curve = Path(args.curve)
+    out = Path(args.out) if args.out else curve / "evaluation.json"
+    evaluate_curve(curve, out, per_cell=args.per_cell, ops=list(_ops(args.ops, ALIGNED_OPS, ALIGNED_OPS)),
+                   cells=args.cells.split(",") if args.cells else None, device=_device(args),
+                   batch_size=args.batch_size, base=args.base, command=args.command_line,
+                   progress=lambda line: print(line, flush=True))
+    print(f"wrote {out}")
+    return 0
+
+
+def _report_curve(args: argparse.Namespace) -> int:
+    from .report.direct_curve import write_curve_report
+
+    for path in write_curve_report(args.evaluation, args.out, args.command_line, args.caef or None):
+        print(f"wrote {path}")
     return 0
 
 
@@ -146,7 +213,10 @@ def _solve(args: argparse.Namespace) -> int:
         for i, step in enumerate(record.steps, 1):
             indent = "    " * step.depth
             print(f"{i:>4} {step.adapter}\n" + "\n".join(indent + "     " + line for line in step.output.split("\n")))
-    print(record.final or f"no answer ({record.outcome}{': ' + record.detail if record.detail else ''})")
+    # Only an answer to the asked expression is printed: a run whose aligner wrote other operands
+    # (outcome "misaligned") says so instead of showing another problem's expression.
+    answered = record.outcome == "answered" and record.final
+    print(record.final if answered else f"no answer ({record.outcome}{': ' + record.detail if record.detail else ''})")
     if record.first_divergence:
         d = record.first_divergence
         print(f"first divergence from the machine: step {d.step}, {d.error_class}")
@@ -287,7 +357,7 @@ def _onestep(args: argparse.Namespace) -> int:
     record = measure_tier(args.model, args.checkpoints, adapters, args.per_cell, args.seed, base_only=args.base_only,
                           device=str(_device(args)), command=args.command_line,
                           out=Path(args.out) if args.out else None, markdown=onestep_markdown, progress=show,
-                          every_step=args.every_step)
+                          every_step=args.every_step, structured=args.structured)
     if args.json:
         Path(args.json).write_text(json.dumps(record, indent=1) + "\n")
     return 0
@@ -373,12 +443,67 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--return-share", type=float,
                        help="override the share of sub, mul and div samples that are steps reading a callee's halt "
                             "state (where it copies the callee's result into its next state)")
+    train.add_argument("--structured-share", type=float,
+                       help="override the share of samples whose operands are structured: runs of one digit, periodic "
+                            "patterns, round numbers, a run then random digits, equal operands, one digit apart, "
+                            "b = 0 or 1 (caef_bench/data/structured.py)")
     train.add_argument("--composer-share", type=float,
                        help="override the share of add and gt samples drawn from the calls inside SUB, MUL, DIV runs")
     train.add_argument("--position-scheme", choices=SCHEMES,
                        help="override the position scheme (default: the preset's, or the --base's own)")
+    train.add_argument("--direct-position-scheme", choices=SCHEMES, default="standard",
+                       help="the ids the LoRA-direct adapters train with, whatever the base's (default standard, "
+                            "the paper's; another is its own system, not the paper's row)")
     train.add_argument("--quiet", action="store_true")
     train.set_defaults(handler=_train)
+
+    curve = commands.add_parser(
+        "train-curve", help="the LoRA-direct learning curve: one run per operator, a snapshot of its direct adapter "
+                            "at each fraction of its budget (its CAEF executor's and aligner's samples)")
+    curve.add_argument("--ops", help="comma-separated (default all seven: add,sub,mul,div,gt,lt,eq)")
+    curve.add_argument("--fractions", default="1/16,1/8,1/4,1/2,1",
+                       help="fractions of each budget to take a snapshot at (default 1/16,1/8,1/4,1/2,1)")
+    curve.add_argument("--out", default="work/direct_curve",
+                       help="snapshots go to OUT/frac_<n>_<d>/direct/<op>/ (default work/direct_curve)")
+    curve.add_argument("--base", help="the base the adapters train on (default: the tiny tier's, checkpoints/tiny/base)")
+    curve.add_argument("--position-scheme", choices=SCHEMES, default="standard",
+                       help="the adapters' ids (default standard, the paper's; another is its own system)")
+    curve.add_argument("--seed", type=int, default=0)
+    curve.add_argument("--device", help="cpu, cuda, cuda:1 … (default: cuda when available)")
+    curve.add_argument("--workers", type=int, default=0, help="processes building batches ahead (use several on a GPU)")
+    curve.add_argument("--batch", type=int, help="override the batch (default the plan's 128; budgets are samples)")
+    curve.add_argument("--lr", type=float, help="override the plan's learning rate (constant after warm-up)")
+    curve.add_argument("--stage2-steps", type=int, help="override the budget: this many steps of --batch (tests)")
+    curve.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",
+                       help="as for train (default auto: bf16 on a GPU and on a CPU with native bf16)")
+    curve.add_argument("--micro-batch-tokens", type=int,
+                       help="as for train (default 4096 on a CPU, whole batches on a GPU; 0: whole batches)")
+    curve.add_argument("--stop-after", type=float,
+                       help="seconds for the whole command; the same command goes on later")
+    curve.add_argument("--quiet", action="store_true")
+    curve.set_defaults(handler=_train_curve)
+
+    curve_eval = commands.add_parser(
+        "eval-curve", help="the learning curve's snapshots on their operators' Table 1 cells, in process (no lm-eval)")
+    curve_eval.add_argument("--curve", default="work/direct_curve", help="train-curve's --out (default work/direct_curve)")
+    curve_eval.add_argument("--out", help="the results JSON (default CURVE/evaluation.json); a rerun measures only "
+                                          "what it lacks")
+    curve_eval.add_argument("--per-cell", type=int, default=100, help="first N problems of each cell (default 100)")
+    curve_eval.add_argument("--ops", help="comma-separated (default: every operator with snapshots)")
+    curve_eval.add_argument("--cells", help="comma-separated cells (default: all of each operator's Table 1 cells)")
+    curve_eval.add_argument("--base", help="the base the snapshots were trained on (default: as their manifests say)")
+    curve_eval.add_argument("--batch-size", type=int, default=100, help="problems decoded together (default 100)")
+    curve_eval.add_argument("--device", help="cpu, cuda, … (default: cuda when available)")
+    curve_eval.set_defaults(handler=_eval_curve)
+
+    curve_report = commands.add_parser(
+        "report-curve", help="lora_direct_curve.md, .json and .png from eval-curve's JSON, beside CAEF and the paper")
+    curve_report.add_argument("--evaluation", default="work/direct_curve/evaluation.json",
+                              help="eval-curve's JSON (default work/direct_curve/evaluation.json)")
+    curve_report.add_argument("--caef", default="results/table1_caef.json",
+                              help="CAEF's results at its full budget (default results/table1_caef.json; '' for none)")
+    curve_report.add_argument("--out", default="results/local", help="where the three files go (default results/local)")
+    curve_report.set_defaults(handler=_report_curve)
 
     onestep = commands.add_parser("onestep", help="one-step exact match of executors and aligners per test cell")
     onestep.add_argument("--model", default="tiny")
@@ -390,6 +515,9 @@ def build_parser() -> argparse.ArgumentParser:
     onestep.add_argument("--every-step", action="store_true",
                          help="executors: every transition of --per-cell problems per cell (whole runs, teacher-forced), "
                               "not one drawn from each: a 100-digit run needs ~99.99%% per step")
+    onestep.add_argument("--structured", action="store_true",
+                         help="also the struct_<n> cells: operands of the structured samplers (runs of one digit, "
+                              "round numbers, periodic patterns, equal operands, …; caef_bench/data/structured.py)")
     onestep.add_argument("--seed", type=int, default=0)
     onestep.add_argument("--device", help="cpu, cuda, … (default: cuda when available)")
     onestep.add_argument("--json", help="also write the results to this JSON file")
@@ -520,7 +648,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         args = parser.parse_args(_keep_expressions_positional(argv))
     args.command_line = "caef-bench " + " ".join(shlex.quote(a) for a in argv)  # recorded with every result
-    if invoked_as_program and args.handler is _train:
+    if invoked_as_program and args.handler in (_train, _train_curve):
         # Before torch is imported: the allocator is fixed when a process starts (see allocator.py).
         from .train.allocator import reexecute_with_jemalloc
 

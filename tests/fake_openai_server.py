@@ -1,6 +1,7 @@
 """A scripted OpenAI-compatible chat server for drilling faults: it answers each problem's first
 request with a fault (429, 500, a reply slower than the client's timeout, a malformed body) and
-later ones with the right answer, and can die after a number of answers. Every request is logged."""
+later ones with the right answer (a wrong one for the expressions in `wrong`), and can die after a number of
+answers. Every request is logged."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ _EXPRESSION = re.compile(r"The expression is:? (\S+=)")
 
 
 class FakeChatServer:
-    def __init__(self, faults: bool = True, die_after: int | None = None, slow_s: float = 4.0):
-        self.faults, self.die_after, self.slow_s = faults, die_after, slow_s
+    def __init__(self, faults: bool = True, die_after: int | None = None, slow_s: float = 4.0,
+                 wrong: frozenset[str] = frozenset()):
+        self.faults, self.die_after, self.slow_s, self.wrong = faults, die_after, slow_s, wrong
         self.log: list[tuple[str, str]] = []  # (expression, what was sent back)
         self.attempts: dict[str, int] = {}
         self.answered = 0
@@ -68,18 +70,21 @@ class FakeChatServer:
         elif fault == "timeout":
             self.log.append((expr, "timeout"))
             time.sleep(self.slow_s)
-            self._send(request, 200, self._reply(expr))
+            self._send(request, 200, self._reply(expr, expr in self.wrong))
         elif fault == "malformed":
             self.log.append((expr, "malformed"))
             self._send(request, 200, b'{"choices": [{"message": ')
         else:
             self.log.append((expr, "answer"))
-            self._send(request, 200, self._reply(expr))
+            self._send(request, 200, self._reply(expr, expr in self.wrong))
 
     @staticmethod
-    def _reply(expr: str) -> bytes:
+    def _reply(expr: str, wrong: bool = False) -> bytes:
+        """The right answer after "Answer:", or with `wrong` the other verdict or the answer plus one."""
         parsed = parse_expression(expr)
         answer = result(parsed.op, parsed.a, parsed.b)
+        if wrong:
+            answer = (not answer) if isinstance(answer, bool) else answer + 1
         content = f"Let me compute.\nAnswer: {str(answer).lower() if isinstance(answer, bool) else answer}"
         return json.dumps({"id": "x", "object": "chat.completion", "model": "fake",
                            "choices": [{"index": 0, "finish_reason": "stop",

@@ -1,5 +1,6 @@
 """Systems behind an OpenAI-compatible endpoint, through lm-eval's own API client (no client of ours):
-fault drills against a scripted server, and a round trip through a real `transformers serve`."""
+fault drills and the openai-compatible system against a scripted server, and (slow) a round trip through
+a real `transformers serve`."""
 
 import json
 import os
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from caef_bench.data.testsets import load_cell
+from caef_bench.evaluate.scoring import extract_answer, score
 from fake_openai_server import FakeChatServer
 from serving import wait_for_health
 
@@ -100,6 +102,7 @@ def smollm2_server():
 
 
 def _table1_via_endpoint(model: str, url: str, tmp_path: Path, cells: str, limit: int | None, max_gen_toks: int):
+    """`caef-bench run --suite table1 --systems openai-compatible` at `url`: (its table1.json entry, its samples)."""
     env = {**ENV, "CAEF_BENCH_MODEL": model, "CAEF_BENCH_BASE_URL": url}
     systems = tmp_path / "systems"
     systems.mkdir()
@@ -112,19 +115,53 @@ def _table1_via_endpoint(model: str, url: str, tmp_path: Path, cells: str, limit
     run = subprocess.run(command, cwd=REPO, env={**env, "CAEF_BENCH_BASELINES": str(systems)},
                          capture_output=True, text=True, timeout=1800)
     assert run.returncode == 0, run.stderr[-3000:]
-    return json.loads((tmp_path / "results" / "table1.json").read_text())["systems"]["openai-compatible"]
+    result = json.loads((tmp_path / "results" / "table1.json").read_text())["systems"]["openai-compatible"]
+    samples = {cell: [json.loads(line) for line in path.read_text().splitlines()]
+               for cell in cells.split(",")
+               for path in (tmp_path / "work" / "openai-compatible").rglob(f"samples_caef_{cell}_chat_*.jsonl")}
+    return result, samples
 
 
+def _assert_each_reply_was_read_and_scored(result: dict, samples: dict, limit: int):
+    """Every reply is in its sample, non-empty, and scored by the benchmark's rule; the table counts those scores."""
+    assert set(result["cells"]) == set(samples) and "local-chat-completions" in result["command"]
+    for cell, cell_samples in samples.items():
+        assert len(cell_samples) == result["cells"][cell]["n"] == limit
+        replies = [sample["filtered_resps"][0] for sample in cell_samples]
+        assert all(reply.strip() for reply in replies), replies
+        verdicts = [score(reply, s["doc"]["answer"], s["doc"]["op"], "chat") for reply, s in zip(replies, cell_samples)]
+        assert [s["exact_match"] for s in cell_samples] == [float(v) for v in verdicts]
+        assert result["cells"][cell]["correct"] == sum(verdicts)
+
+
+def test_the_openai_compatible_system_reads_parses_and_scores_each_reply(tmp_path):
+    """The system file's path (lm-eval's local-chat-completions, the chat prompt, the Answer: line) against the
+    scripted server, which answers one problem of each cell wrong: each cell scores 1 of 2."""
+    problems = load_cell("add_5")[:2] + load_cell("eq_5")[:2]
+    wrong = frozenset({problems[1]["expr"], problems[2]["expr"]})
+    with FakeChatServer(faults=False, wrong=wrong) as server:
+        result, samples = _table1_via_endpoint("fake", server.url, tmp_path, "add_5,eq_5", limit=2, max_gen_toks=24)
+    assert sorted(expr for expr, _ in server.log) == sorted(p["expr"] for p in problems)  # each sent once
+    _assert_each_reply_was_read_and_scored(result, samples, limit=2)
+    assert {cell: stats["correct"] for cell, stats in result["cells"].items()} == {"add_5": 1, "eq_5": 1}
+    parsed = {s["doc"]["expr"]: extract_answer(s["filtered_resps"][0], s["doc"]["op"], "chat")
+              for cell_samples in samples.values() for s in cell_samples}
+    assert parsed[problems[1]["expr"]] == str(int(problems[1]["answer"]) + 1)  # the planted wrong answers, read
+    assert parsed[problems[2]["expr"]] == {"True": "False", "False": "True"}[problems[2]["answer"]]
+    assert [e["expr"] for e in result["cells"]["add_5"]["examples"]] == [problems[1]["expr"]]
+    assert "eos_string=<|im_end|>" in result["command"]
+
+
+@pytest.mark.slow
 def test_the_openai_compatible_system_round_trips_through_transformers_serve(smollm2_server, tmp_path):
     model, url = smollm2_server
-    result = _table1_via_endpoint(model, url, tmp_path, "add_5,eq_5", limit=2, max_gen_toks=24)
-    assert set(result["cells"]) == {"add_5", "eq_5"}
-    assert all(stats["n"] == 2 for stats in result["cells"].values())
-    assert "local-chat-completions" in result["command"] and "eos_string=<|im_end|>" in result["command"]
+    result, samples = _table1_via_endpoint(model, url, tmp_path, "add_5,eq_5", limit=2, max_gen_toks=24)
+    _assert_each_reply_was_read_and_scored(result, samples, limit=2)
+    assert "eos_string=<|im_end|>" in result["command"]
 
 
 @pytest.mark.slow
 def test_a_whole_cell_through_transformers_serve(smollm2_server, tmp_path):
     model, url = smollm2_server
-    result = _table1_via_endpoint(model, url, tmp_path, "gt_5", limit=None, max_gen_toks=256)
-    assert result["cells"]["gt_5"]["n"] == len(load_cell("gt_5"))
+    result, samples = _table1_via_endpoint(model, url, tmp_path, "gt_5", limit=None, max_gen_toks=256)
+    _assert_each_reply_was_read_and_scored(result, samples, limit=len(load_cell("gt_5")))

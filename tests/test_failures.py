@@ -24,8 +24,41 @@ ADD_START = ADD.start_text()
 STEP_IN, STEP_OUT = ADD.transition(3)
 
 
-def test_every_class_is_named_once():
-    assert len(set(WHAT)) == len(WHAT) and len(set(WHERE)) == len(WHERE)
+def test_every_named_class_is_what_the_classifier_gives_one_constructed_failure():
+    """WHAT and WHERE list each class once, in order, and each is the classifier's verdict on a failure made here."""
+    before_halt, halt = ADD.transition(len(ADD) - 1)
+    head_moved = STEP_OUT.replace("|2|4|8[HEAD1]|4|8", "|2|4|8|4[HEAD1]|8")
+    stopped = {"id": "p", "mode": "traced", "first_divergence": None, "correct": False, "truth": "112",
+               "expr": "45+67=", "answer": None}
+    crashed = classify_record({**stopped, "outcome": "error", "detail": "RuntimeError: out of memory"})
+    whats = [
+        classify_answer("4848484842+0=", "4848484842", "484848484842"),
+        classify_answer("4848484842+0=", "4848484842", "48484842"),
+        classify_answer("1999999993+0=", "1999999993", "9999999993"),
+        classify_answer("4949494949494949494949497+0=", "4949494949494949494949497", "49494949494949"),
+        classify_answer("123456+0=", "123456", "1233456"),
+        classify_answer("123456+0=", "123456", "12456"),
+        classify_answer("1999+1=", "2000", "1000"),
+        classify_answer("123456+0=", "123456", "128456"),
+        classify_step("executor_add", STEP_OUT, head_moved),
+        classify_step("executor_add", before_halt, halt),
+        classify_step("executor_add", halt, before_halt),
+        classify_answer("55555>55545=", "True", "False"),
+        classify_answer("1999+1=", "2000", None),
+        crashed,
+    ]
+    assert [failure.what for failure in whats] == list(WHAT)
+    wheres = [
+        classify_step("aligner_add", ADD_START, ADD_START.replace("|5|9|3|9", "|5|9"), direction="I"),
+        classify_step("executor_add", STEP_OUT, head_moved),
+        classify_step("aligner_eq", "12==12=True", "12==12=False", direction="O"),
+        classify_record({**stopped, "outcome": "no_halt", "detail": "no halt state after 9 steps"}),
+        classify_answer("1999+1=", "2000", None),
+        classify_record({**stopped, "outcome": "unparseable", "detail": "step 3 (executor_sub): [CALL] ADD"}),
+        crashed,
+        classify_answer("1999+1=", "2000", "2070"),
+    ]
+    assert [failure.where for failure in wheres] == list(WHERE)
 
 
 # --------------------------------------------------------------------------- digit sequences

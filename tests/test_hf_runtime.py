@@ -1,9 +1,14 @@
-"""The runtime on a real transformers + peft model: a micro tiny tier that has memorised 12+34=.
+"""The runtime on a real transformers + peft model trained by the tiny preset's own recipe.
 
-Memorising one problem makes the model's greedy outputs the machine's, so the
-test can check adapter switching, speculative decoding (one forward pass per
-step when the draft is right, and always the same text as plain greedy) and the
-`solve` / `run` commands end to end, in seconds.
+Two micro tiny tiers, each trained on the machine's run of 12+34= alone:
+- `trained` (the default run): a few steps. Its outputs are garbage, but the same garbage every time,
+  which is all that checkpoints, fingerprints, adapter switching, resuming and step reuse need.
+- `memorised` (slow, minutes: `pytest -m slow`): enough steps that the model's greedy outputs are the
+  machine's, so the tests can check that a run answers 12+34=46 and that speculative decoding takes one
+  forward pass per step when its draft is right.
+The `run` and `onestep` commands' results are checked on the shipped tiny tier (checkpoints/tiny/), which
+is right on these problems (and fast: one-step accuracy decodes with the machine's text as its draft, one
+pass per step for a model that is right, one per token for garbage).
 """
 
 import json
@@ -13,6 +18,7 @@ import pytest
 
 from caef_bench.machines import run
 from caef_bench.models.tiny import TinyShape
+from caef_bench.paths import TINY_CHECKPOINTS
 from caef_bench.runtime import Problem, solve_batch
 from caef_bench.runtime.hf import load_step_model
 from caef_bench.train.recipe import TrainRequest, run_training
@@ -20,9 +26,8 @@ from caef_bench.train.recipe import TrainRequest, run_training
 EXPR = "12+34="
 
 
-@pytest.fixture(scope="module")
-def memorised(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("memorised")
+def _train_on_12_plus_34(root: Path, base_steps: int) -> Path:
+    """The tiny preset's recipe on one problem's executor and aligner samples; the checkpoints folder."""
     data = root / "data"
     data.mkdir()
     machine_run = run("add", 12, 34)
@@ -33,31 +38,55 @@ def memorised(tmp_path_factory) -> Path:
         (data / name).write_text("".join(json.dumps(s) + "\n" for s in samples))
     run_training(TrainRequest(
         preset="tiny", out=root / "ck", data=data, executors=("add",), aligners=("add",),
-        overrides={"base_steps": 400, "base_lr": 3e-3, "stage2_steps": 5, "max_len": 2}, progress=False,
+        overrides={"base_steps": base_steps, "base_lr": 3e-3, "stage2_steps": 5, "max_len": 2}, progress=False,
         tiny_shape=TinyShape(hidden=64, layers=2, heads=2, ffn=128)))
     return root / "ck"
 
 
-def test_speculative_decoding_matches_plain_greedy_with_one_pass_per_step(memorised):
-    fast = load_step_model("tiny", str(memorised), speculative=True)
-    plain = fast.paper_loop()  # the same weights and ids, decoded one plain greedy pass per token
-    problems = [Problem("a", EXPR, "46"), Problem("b", "21+43=", "64")]  # the second was never seen: garbage, but the same garbage
-    fast_records = solve_batch(problems, fast, mode="traced")
-    plain_records = solve_batch(problems, plain, mode="traced")
-    for f, p in zip(fast_records, plain_records):
-        assert [s.output for s in f.steps] == [s.output for s in p.steps]
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    return _train_on_12_plus_34(tmp_path_factory.mktemp("trained"), base_steps=4)
+
+
+@pytest.fixture(scope="module")
+def memorised(tmp_path_factory) -> Path:
+    return _train_on_12_plus_34(tmp_path_factory.mktemp("memorised"), base_steps=400)
+
+
+PROBLEMS = [Problem("a", EXPR, "46"), Problem("b", "21+43=", "64")]  # the second never seen: garbage, the same garbage
+
+
+def _speculative_and_plain_alike(checkpoints: Path):
+    """Both problems solved with speculative decoding and with plain greedy (the same weights and ids, one
+    pass per token): the same text at every step. (the speculative model, the plain one, the records)"""
+    fast = load_step_model("tiny", str(checkpoints), speculative=True)
+    plain = fast.paper_loop()
+    fast_records = solve_batch(PROBLEMS, fast, mode="traced")
+    plain_records = solve_batch(PROBLEMS, plain, mode="traced")
+    assert [[s.output for s in f.steps] for f in fast_records] == [[s.output for s in p.steps] for p in plain_records]
+    assert all(record.steps for record in fast_records)
+    return fast, plain, fast_records
+
+
+def test_speculative_decoding_gives_plain_greedys_text(trained):
+    _speculative_and_plain_alike(trained)
+
+
+@pytest.mark.slow
+def test_speculative_decoding_takes_one_pass_per_step_where_its_draft_is_right(memorised):
+    fast, plain, fast_records = _speculative_and_plain_alike(memorised)
     assert fast_records[0].final == "12+34=46"
     # forward passes per executor step where the draft is right: the memorised problem alone (the
     # other's garbage costs what it costs)
     alone = load_step_model("tiny", str(memorised), speculative=True)
-    solve_batch(problems[:1], alone, mode="traced")
+    solve_batch(PROBLEMS[:1], alone, mode="traced")
     executor = alone.stats.by_adapter["executor_add"]
     assert executor[1] / executor[0] <= 1.5
     assert plain.stats.forward_passes > 5 * fast.stats.forward_passes
 
 
-def test_adapters_are_switched_by_name_and_attached_on_first_use(memorised):
-    model = load_step_model("tiny", str(memorised))
+def test_adapters_are_switched_by_name_and_attached_on_first_use(trained):
+    model = load_step_model("tiny", str(trained))
     assert not hasattr(model.model, "peft_config")  # the base alone until a call needs an adapter
     assert model.adapter_names == ("aligner_add", "executor_add")
     model.generate(["12+34="], "aligner_add")
@@ -67,16 +96,22 @@ def test_adapters_are_switched_by_name_and_attached_on_first_use(memorised):
         model.generate(["1+2="], "executor_mul")
 
 
-def test_solve_and_run_commands(memorised, tmp_path, capsys):
+@pytest.mark.slow
+def test_solve_answers_what_the_model_memorised(memorised, capsys):
     from caef_bench.cli import main
 
     assert main(["solve", EXPR, "--checkpoints", str(memorised), "--trace"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[-1] == "12+34=46" and "executor_add" in out
-    assert main(["run", "--suite", "caef", "--cells", "add_5", "--limit", "2", "--checkpoints", str(memorised),
+
+
+def test_run_command_writes_the_table_the_json_and_the_records(tmp_path):
+    from caef_bench.cli import main
+
+    assert main(["run", "--suite", "caef", "--cells", "add_5", "--limit", "2", "--checkpoints", str(TINY_CHECKPOINTS),
                  "--out", str(tmp_path / "results"), "--records", str(tmp_path / "records")]) == 0
     table = (tmp_path / "results" / "table1_caef.md").read_text()
-    assert "| Addition | end_to_end, ours | 0.0 [0.0, 65.8] (N=2) |" in table
+    assert "| Addition | end_to_end, ours | 100.0 [34.2, 100.0] (N=2) |" in table  # results/table1_caef.md: 200/200
     assert "| | end_to_end, paper | 100.0 | 99.6 | 99.9 | 98.6 | – |" in table
     result = json.loads((tmp_path / "results" / "table1_caef.json").read_text())
     assert result["results"]["add_5"]["end_to_end"]["n"] == 2
@@ -90,11 +125,11 @@ def test_missing_tiny_checkpoint_is_a_clear_error(tmp_path, capsys):
     assert "caef-bench train --preset tiny" in capsys.readouterr().err
 
 
-def test_onestep_command_reports_every_cell(memorised, tmp_path):
+def test_onestep_command_reports_every_cell(tmp_path):
     from caef_bench.cli import main
 
     out = tmp_path / "onestep.json"
-    assert main(["onestep", "--checkpoints", str(memorised), "--executors", "add", "--aligners", "add",
+    assert main(["onestep", "--checkpoints", str(TINY_CHECKPOINTS), "--executors", "add", "--aligners", "add",
                  "--per-cell", "1", "--json", str(out)]) == 0
     results = json.loads(out.read_text())["results"]
     assert set(results) == {"executor_add", "aligner_add"}
@@ -102,9 +137,11 @@ def test_onestep_command_reports_every_cell(memorised, tmp_path):
     assert set(results["executor_add"]) == {f"{family}_{n}" for family in ("add", "sub9") for n in (5, 10, 50, 100)}
     assert set(results["aligner_add"]) == {"add_5", "add_10", "add_50", "add_100"}
     assert all(cell["n"] == 1 for cell in results["aligner_add"].values())
+    # the shipped adapters get every one-step case right (results/onestep.md: 100% at 300 per cell)
+    assert [cell["correct"] for adapter in results.values() for cell in adapter.values()] == [1] * 12
 
 
-def test_onestep_base_only_measures_the_base_with_no_adapter(memorised, tmp_path, capsys, monkeypatch):
+def test_onestep_base_only_measures_the_base_with_no_adapter(trained, tmp_path, capsys, monkeypatch):
     import caef_bench.evaluate.onestep as onestep
     from caef_bench.cli import main
 
@@ -113,10 +150,10 @@ def test_onestep_base_only_measures_the_base_with_no_adapter(memorised, tmp_path
     monkeypatch.setattr(onestep, "one_step_accuracy", lambda model, codec, kind, op, *a: measured.append(
         (model, codec.scheme, kind, op, *a)) or {"add_5": stats})
     out = tmp_path / "onestep.json"
-    assert main(["onestep", "--checkpoints", str(memorised), "--base-only", "--executors", "add", "--aligners", "",
+    assert main(["onestep", "--checkpoints", str(trained), "--base-only", "--executors", "add", "--aligners", "",
                  "--per-cell", "1", "--json", str(out)]) == 0
     ((model, scheme, *call),) = measured
-    assert not hasattr(model, "peft_config") and scheme == "coupled-hints" and call == ["executor", "add", 1, 0]
+    assert not hasattr(model, "peft_config") and scheme == "coupled-hints" and call == ["executor", "add", 1, 0, False]
     record = json.loads(out.read_text())
     assert record["weights"] == "base only" and "adapters" not in record and set(record["results"]) == {"executor_add"}
     assert capsys.readouterr().out == "executor_add        add_5 0.0% [0.0%, 80.0%]\n"
@@ -124,15 +161,15 @@ def test_onestep_base_only_measures_the_base_with_no_adapter(memorised, tmp_path
     assert "caef-bench train --preset tiny" in capsys.readouterr().err
 
 
-def test_onestep_out_writes_a_table_and_a_rerun_measures_only_what_is_missing(memorised, tmp_path, monkeypatch):
+def test_onestep_out_writes_a_table_and_a_rerun_measures_only_what_is_missing(tmp_path, monkeypatch):
     import caef_bench.evaluate.onestep as onestep
     from caef_bench.cli import main
 
     out = tmp_path / "results"
-    common = ["onestep", "--checkpoints", str(memorised), "--per-cell", "1", "--out", str(out)]
+    common = ["onestep", "--checkpoints", str(TINY_CHECKPOINTS), "--per-cell", "1", "--out", str(out)]
     assert main(common + ["--executors", "add", "--aligners", ""]) == 0
     first = json.loads((out / "onestep.json").read_text())
-    assert first["weights"] == load_step_model("tiny", str(memorised)).fingerprint and set(first["results"]) == {"executor_add"}
+    assert first["weights"] == load_step_model("tiny", str(TINY_CHECKPOINTS)).fingerprint and set(first["results"]) == {"executor_add"}
     measured = []
     real = onestep.one_step_accuracy
     monkeypatch.setattr(onestep, "one_step_accuracy", lambda model, codec, kind, op, *a: measured.append(op) or real(model, codec, kind, op, *a))
@@ -145,10 +182,10 @@ def test_onestep_out_writes_a_table_and_a_rerun_measures_only_what_is_missing(me
     assert measured == ["add"]  # another N: nothing of the earlier run is reused
 
 
-def test_a_rerun_scores_every_problem_not_only_the_new_ones(memorised, tmp_path):
+def test_a_rerun_scores_every_problem_not_only_the_new_ones(trained, tmp_path):
     from caef_bench.cli import main
 
-    common = ["run", "--suite", "caef", "--cells", "add_5", "--checkpoints", str(memorised),
+    common = ["run", "--suite", "caef", "--cells", "add_5", "--checkpoints", str(trained),
               "--out", str(tmp_path / "results"), "--records", str(tmp_path / "records")]
     assert main(common + ["--limit", "1"]) == 0
     assert main(common + ["--limit", "3"]) == 0  # resumes: solves problems 2 and 3 only
@@ -160,34 +197,34 @@ def test_a_rerun_scores_every_problem_not_only_the_new_ones(memorised, tmp_path)
     assert "1 of the 3 problem runs were read from records" in (tmp_path / "results" / "table1_caef.md").read_text()
 
 
-def test_weights_fingerprint_names_the_adapters_and_base(memorised, tmp_path):
+def test_weights_fingerprint_names_the_adapters_and_base(trained, tmp_path):
     import shutil
 
     from caef_bench.models.loading import get_tier, weights_fingerprint
 
-    tier = get_tier("tiny", base=memorised / "base", adapters=memorised)
-    assert weights_fingerprint(tier) == weights_fingerprint(get_tier("tiny", base=memorised / "base", adapters=memorised))
+    tier = get_tier("tiny", base=trained / "base", adapters=trained)
+    assert weights_fingerprint(tier) == weights_fingerprint(get_tier("tiny", base=trained / "base", adapters=trained))
     copy = tmp_path / "copy"
-    shutil.copytree(memorised, copy)
+    shutil.copytree(trained, copy)
     assert weights_fingerprint(get_tier("tiny", base=copy / "base", adapters=copy)) == weights_fingerprint(tier)
     weights = copy / "executors/add/adapter_model.safetensors"
     weights.write_bytes(weights.read_bytes()[:-1] + b"\0")  # one byte of one adapter differs
     assert weights_fingerprint(get_tier("tiny", base=copy / "base", adapters=copy)) != weights_fingerprint(tier)
-    assert load_step_model("tiny", str(memorised)).fingerprint == weights_fingerprint(tier)
+    assert load_step_model("tiny", str(trained)).fingerprint == weights_fingerprint(tier)
 
 
-def test_each_adapter_runs_with_the_position_scheme_it_was_trained_with(memorised, tmp_path):
+def test_each_adapter_runs_with_the_position_scheme_it_was_trained_with(trained, tmp_path):
     import shutil
 
     from caef_bench.models.loading import get_tier, weights_fingerprint
     from caef_bench.models.positions import position_ids
 
-    model = load_step_model("tiny", str(memorised))
-    manifest = json.loads((memorised / "aligners/add/manifest.json").read_text())
+    model = load_step_model("tiny", str(trained))
+    manifest = json.loads((trained / "aligners/add/manifest.json").read_text())
     assert manifest["position_scheme"] == model.codec.scheme  # recorded by training
     assert model.codecs == {}  # all on the base's scheme: one codec
     copy = tmp_path / "copy"
-    shutil.copytree(memorised, copy)
+    shutil.copytree(trained, copy)
     path = copy / "aligners/add/manifest.json"
     other = "coupled-expr" if model.codec.scheme == "coupled-hints" else "coupled-hints"
     path.write_text(json.dumps({**manifest, "position_scheme": other}))
@@ -201,38 +238,38 @@ def test_each_adapter_runs_with_the_position_scheme_it_was_trained_with(memorise
     assert weights_fingerprint(get_tier("tiny", base=copy / "base", adapters=copy)) == moved.fingerprint
 
 
-def test_adapter_fingerprints_change_only_for_the_adapter_that_changed(memorised, tmp_path):
+def test_adapter_fingerprints_change_only_for_the_adapter_that_changed(trained, tmp_path):
     import shutil
 
     from caef_bench.models.loading import adapter_fingerprints, get_tier
 
-    prints = adapter_fingerprints(get_tier("tiny", base=memorised / "base", adapters=memorised))
+    prints = adapter_fingerprints(get_tier("tiny", base=trained / "base", adapters=trained))
     assert set(prints) == {"executor_add", "aligner_add"}
     copy = tmp_path / "copy"
-    shutil.copytree(memorised, copy)
+    shutil.copytree(trained, copy)
     weights = copy / "aligners/add/adapter_model.safetensors"
     weights.write_bytes(weights.read_bytes()[:-1] + b"\1")
     changed = adapter_fingerprints(get_tier("tiny", base=copy / "base", adapters=copy))
     assert changed["executor_add"] == prints["executor_add"] and changed["aligner_add"] != prints["aligner_add"]
 
 
-def test_run_reuses_the_steps_of_unchanged_adapters_from_an_earlier_run(memorised, tmp_path):
+def test_run_reuses_the_steps_of_unchanged_adapters_from_an_earlier_run(trained, tmp_path):
     import shutil
 
     from caef_bench.cli import main
     from caef_bench.runtime import load_records
 
     common = ["run", "--suite", "caef", "--cells", "add_5", "--limit", "2", "--out", str(tmp_path / "results")]
-    assert main(common + ["--checkpoints", str(memorised), "--records", str(tmp_path / "before")]) == 0
+    assert main(common + ["--checkpoints", str(trained), "--records", str(tmp_path / "before")]) == 0
     copy = tmp_path / "copy"  # the executor "retrained": one low bit of its last weight differs
-    shutil.copytree(memorised, copy)
+    shutil.copytree(trained, copy)
     weights = copy / "executors/add/adapter_model.safetensors"
     data = weights.read_bytes()
     weights.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
     assert main(common + ["--checkpoints", str(copy), "--records", str(tmp_path / "after"),
                           "--reuse-steps", str(tmp_path / "before")]) == 0
     before, after = (load_records(tmp_path / d / "caef_add_5.jsonl") for d in ("before", "after"))
-    # (the micro model memorised 12+34= alone: on these problems its outputs are garbage, the same garbage)
+    # (the micro model trained on 12+34= alone: on these problems its outputs are garbage, the same garbage)
     assert [[s.output for s in r.steps] for r in after] == [[s.output for s in r.steps] for r in before]
     for record in after:  # the aligner's calls were read, the changed executor's generated
         assert all(s.reused for s in record.steps if s.adapter == "aligner_add")
@@ -245,19 +282,19 @@ def test_run_reuses_the_steps_of_unchanged_adapters_from_an_earlier_run(memorise
     assert f"{aligner_calls} of the {calls} model calls" in table and str(tmp_path / "before") in table
 
 
-def test_one_pass_fingerprints_are_each_adapters_own_hash(memorised):
+def test_one_pass_fingerprints_are_each_adapters_own_hash(trained):
     import hashlib
 
     from caef_bench.models.loading import _base_digest, fingerprints, get_tier, weights_fingerprint
 
-    tier = get_tier("tiny", base=memorised / "base", adapters=memorised)
+    tier = get_tier("tiny", base=trained / "base", adapters=trained)
     weights, prints = fingerprints(tier)
     base = _base_digest(tier).hexdigest()
     for name, folder in (("executor_add", "executors/add"), ("aligner_add", "aligners/add")):
-        scheme = json.loads((memorised / folder / "manifest.json").read_text())["position_scheme"]
+        scheme = json.loads((trained / folder / "manifest.json").read_text())["position_scheme"]
         own = hashlib.sha256(f"{base}|{name}|{scheme}".encode())
-        own.update((memorised / folder / "adapter_model.safetensors").read_bytes())
+        own.update((trained / folder / "adapter_model.safetensors").read_bytes())
         assert prints[name] == own.hexdigest()[:12]
     assert weights == weights_fingerprint(tier)
-    step_model = load_step_model("tiny", str(memorised))
+    step_model = load_step_model("tiny", str(trained))
     assert (step_model.fingerprint, step_model.adapter_fingerprints) == (weights, prints)

@@ -1,6 +1,7 @@
 """caef-bench's lm-eval models: CAEF behind generate_until (records, resume, lm-eval's request cache)
 and the command that is lm-eval's own CLI with them registered."""
 
+import json
 import os
 import subprocess
 import sys
@@ -61,6 +62,11 @@ def test_caef_bench_lm_eval_is_lm_evals_cli_with_caef_registered(tmp_path):
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "|caef_add_5|" in run.stdout.replace(" ", "") and "exact_match" in run.stdout
+    (results,) = tmp_path.rglob("results_*.json")
+    report = json.loads(results.read_text())
+    # the shipped tiny tier answers the first add_5 problems right (results/table1_caef.md: 200 of 200)
+    assert report["results"]["caef_add_5"]["exact_match,none"] == 1.0
+    assert report["n-samples"]["caef_add_5"]["effective"] == 3
 
 
 class _FingerprintedOracle(OracleModel):

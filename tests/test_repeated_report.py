@@ -2,17 +2,21 @@
 up here: the tables and the findings must follow the numbers, whichever way they point."""
 
 import json
+import re
 
 import pytest
+from fault_models import BrokenModel
 
-from caef_bench.evaluate.repeated import cell_parts, control_of, onestep_adapters, select_cells
+from caef_bench.data.testsets import load_cell
+from caef_bench.evaluate.repeated import cell_parts, control_of, onestep_adapters, run_caef_repeated, select_cells
 from caef_bench.report.failures import comparison, findings, write_failure_analysis
 
 
 def test_cells_by_name_and_pattern():
     assert select_cells("rep_add_10_p1") == ["rep_add_10_p1"]
     assert select_cells("rep_gt_*_control") == ["rep_gt_10_control", "rep_gt_50_control", "rep_gt_100_control"]
-    assert len(select_cells(None)) == 75
+    # 5 operators x 3 lengths x 6 patterns, and mul and div at 10 digits x 6 patterns
+    assert len(select_cells(None)) == 5 * 3 * 6 + 2 * 6
     with pytest.raises(ValueError, match="no repeated-digit cell matches"):
         select_cells("add_10")
     assert cell_parts("rep_sub_100_mixed") == ("sub", 100, "mixed")
@@ -54,11 +58,29 @@ def test_findings_follow_the_numbers():
     assert (row["rate"]["errors"], row["control"]["errors"]) == (30, 2) and row["p"] < 1e-6
 
 
-def test_the_report_files(tmp_path):
-    paths = write_failure_analysis(_results(30, 2), tmp_path)
+def _drop_one_cell_of_a_run(prompt: str, output: str) -> str:
+    """Aligner (I) writing a run of a digit one cell short (|8|8|8 as |8|8): the paper's missing repetition."""
+    return re.sub(r"\|(\d)\|\1", r"|\1", output, count=1)
+
+
+def test_the_report_files_follow_the_records(tmp_path):
+    """CAEF's runs (the oracle, its aligner (I) miscopying the first 4 period-1 problems), through their records
+    to the report: the counts and classes are the records', not numbers written here."""
+    miscopied = {row["expr"] for row in load_cell("rep_add_10_p1")[:4]}
+    model = BrokenModel(_drop_one_cell_of_a_run, lambda adapter, prompt: adapter == "aligner_add" and prompt in miscopied)
+    cells = run_caef_repeated(model, ["rep_add_10_p1", "rep_add_10_control"], 4, tmp_path / "records")
+    assert len((tmp_path / "records" / "caef_rep_add_10_p1.jsonl").read_text().splitlines()) == 4
+    results = _results(0, 0)
+    results["systems"]["caef-tiny"].update(limit=4, cells=cells)
+    paths = write_failure_analysis(results, tmp_path)
     markdown = paths[0].read_text()
     assert "`caef-bench run --suite repeated`" in markdown and "weights `abc`" in markdown
     assert "Not run here: `gpt-4o` (needs OPENAI_API_KEY set)" in markdown
-    assert "**missing_repetition**" in markdown and "**wrong_digit**" in markdown
-    assert json.loads(paths[1].read_text())["systems"]["caef-tiny"]["cells"]["rep_add_10_p1"]["answer_errors"] == 30
-    assert paths[2].stat().st_size > 10_000  # the figure
+    assert "(4/4)" in markdown and "(0/4)" in markdown  # every miscopied run wrong, no control wrong
+    assert "**missing_repetition**" in markdown and "**wrong_digit**" not in markdown
+    written = json.loads(paths[1].read_text())["systems"]["caef-tiny"]["cells"]
+    assert {cell: (r["n"], r["answer_errors"], r["trace_errors"]) for cell, r in written.items()} == {
+        "rep_add_10_p1": (4, 4, 4), "rep_add_10_control": (4, 0, 0)}
+    assert [(f["where"], f["what"]) for f in written["rep_add_10_p1"]["failures"]] == [
+        ("aligner (I)", "missing_repetition")] * 4
+    assert paths[2].read_bytes()[:4] == b"\x89PNG" and paths[2].stat().st_size > 10_000  # the figure

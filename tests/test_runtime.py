@@ -385,7 +385,6 @@ def test_teacher_forcing_needs_traced_mode():
     ("4531-1504=", 1, drop_callee_lines, "without the callee's start"),
     ("89*3=", 1, replace_text("[CALL] LESS_THAN", "[CALL] SUB"), "callee lines are LESS_THAN"),
     ("123>45=", 2, replace_text("GREATER_THAN", "LESS_THAN"), "expected a GREATER_THAN state"),
-    ("123>45=", 0, replace_text("GREATER_THAN", "EQUAL"), "expected a GREATER_THAN state"),
     ("45+67=", 3, lambda prompt, output: output.split("\n")[0] + "\n" + HALT_LINE, "q1 with the halt line"),
     ("45+67=", 2, lambda prompt, output: output.split("\n")[0], "without its command line"),
 ])
@@ -399,6 +398,35 @@ def test_malformed_outputs_stop_the_problem_without_crashing(expr, k, fault, det
     assert record.steps[-1].output == fault(record.steps[-1].input, list(reference_steps(expr))[k].output)
     assert record.first_divergence.step == k
     assert [verdict(r) for r in records[1:]] == ["ok", "ok"]
+
+
+@pytest.mark.parametrize("expr, fault, detail", [
+    ("1000000000000000+1=", replace_text("[HEAD2] |1 ", "[HEAD2] |0 "), "operand b as 0 (asked 1)"),
+    ("99999999999999+1=", replace_text("|9[HEAD2]", "|8[HEAD2]"), "operand a as 89999999999999 (asked 99999999999999)"),
+    ("4531-1504=", replace_text("|1|3|5|4", "|1|3|5|5"), "operand a as 5531 (asked 4531)"),
+    ("89*3=", replace_text("[HEAD2]|3", "[HEAD2]|4"), "operand b as 4 (asked 3)"),
+    ("1234//56=", replace_text("|6|5", "|6|5|1", ), "operand b as 156 (asked 56)"),
+    ("123>45=", replace_text("GREATER_THAN", "EQUAL"), "started EQUAL for GREATER_THAN"),
+])
+def test_a_start_state_with_other_operands_ends_misaligned_before_any_executor_call(expr, fault, detail):
+    """The runtime executes only the problem it was asked: aligner (I)'s start state must hold its operands."""
+    exprs = [expr, "1+1=", "20-3="]
+    model = BrokenModel(fault, at_step(expr, 0))
+    records = solve_batch(problems_of(exprs), model, mode="traced")
+    record = records[0]
+    assert record.outcome == "misaligned" and not is_correct(record) and record.answer is None
+    assert record.n_steps == 1 and detail in record.detail and record.detail.startswith("aligner (I)")
+    assert [verdict(r) for r in records[1:]] == ["ok", "ok"]
+
+
+@pytest.mark.parametrize("expr, written", [("45+67=", "45+68=112"), ("5555==5555=", "5555==5554=True"),
+                                           ("1000000+1000000=", "100000+1000000=2000000"), ("12-3=", "9")])
+def test_an_answer_written_for_other_operands_is_no_answer(expr, written):
+    """Aligner (O) must write back the asked expression: a right result under other operands is not an answer."""
+    last = len(list(reference_steps(expr))) - 1
+    (record,) = solve_batch(problems_of([expr]), BrokenModel(lambda prompt, output: written, at_step(expr, last)))
+    assert record.outcome == "misaligned" and record.answer is None and not is_correct(record)
+    assert record.final == written and record.detail.startswith("aligner (O)") and repr(expr) in record.detail
 
 
 def test_without_steps_the_detail_keeps_the_bad_output():

@@ -185,12 +185,14 @@ def test_onestep_table_lists_the_wrong_outputs_where_they_first_differ():
     assert "Wrong outputs" not in clean
 
 
-@pytest.mark.parametrize("answer, target", [
-    ("112", "112"), ("0112", "112"), (" 112", "112"), ("+112", "112"), ("1,120", "1120"), ("112.", "112"),
-    ("true", "True"), ("False", "True"), ("", "0"), (None, "5"),
+@pytest.mark.parametrize("answer, target, right", [
+    ("112", "112", True), ("0112", "112", False), (" 112", "112", True), ("+112", "112", False),
+    ("1,120", "1120", False), ("112.", "112", False), ("true", "True", True), ("False", "True", False),
+    ("", "0", False), (None, "5", False),
 ])
-def test_caef_runs_and_the_lm_eval_tasks_score_an_answer_alike(answer, target):
-    """One rule: a CAEF record's answer and the same text through the bare lm-eval task's hook agree."""
+def test_caef_runs_and_the_lm_eval_tasks_score_an_answer_alike(answer, target, right):
+    """One rule, the module docstring's: a CAEF record's answer and the same text through the bare lm-eval
+    task's hook both get the verdict the rule gives (no padding, sign or separator; True/False in any case)."""
     import importlib.util
 
     from caef_bench.evaluate.scoring import is_correct
@@ -204,4 +206,5 @@ def test_caef_runs_and_the_lm_eval_tasks_score_an_answer_alike(answer, target):
     record = ProblemRecord("p", "1>2=" if op == "gt" else "1+1=", "traced", target, answer,
                            outcome="answered" if answer is not None else "unparseable")
     task = hooks.process_results_bare({"op": op, "answer": target}, [answer or ""])
-    assert is_correct(record) == bool(task["exact_match"])
+    assert is_correct(record) is right
+    assert task["exact_match"] == float(right)

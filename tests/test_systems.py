@@ -1,6 +1,7 @@
 """Systems under test as data (baselines/*.yaml) and the Table 1 report built from lm-eval's logs."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -116,11 +117,23 @@ def test_a_caef_system_run_on_part_of_the_table_says_on_how_many_cells_and_where
     assert "Cells marked –" not in table1_markdown(results, "caef-bench run --suite table1")
 
 
-def test_the_report_writes_markdown_json_and_a_figure(tmp_path):
-    paths = write_table1(_results(), tmp_path, "cmd", notes=["a note"])
+def test_the_report_writes_markdown_json_and_a_figure_from_the_samples(tmp_path):
+    """A baseline's cell scored from its lm-eval samples (8 of 10 right) and CAEF's (10 of 10), through the
+    report files: the table, the JSON and the figure show what the samples hold."""
+    right, wrong = _sample("1+1=", "2", "Answer: 2", True), _sample("2+2=", "4", "Answer: 5", False)
+    results = _results()
+    results["caef-tiny"]["cells"] = {"add_5": cell_result([right] * 10)}
+    results["smollm2-135m-instruct"]["cells"] = {"add_5": cell_result([right] * 8 + [wrong] * 2)}
+    paths = write_table1(results, tmp_path, "cmd", notes=["a note"])
     assert [p.name for p in paths] == ["table1.md", "table1.json", "table1.png"]
-    assert json.loads(paths[1].read_text())["notes"] == ["a note"]
-    assert paths[2].read_bytes()[:4] == b"\x89PNG"
+    markdown = re.sub(r" +", " ", paths[0].read_text())  # the table's cells without their padding
+    assert "| Addition | caef-tiny (ours) | 100.0 [72.2, 100.0] (N=10) |" in markdown
+    assert "| Addition | smollm2-135m-instruct (ours) | 80.0 [49.0, 94.3] (N=10) (-20.0) |" in markdown
+    assert "\n\na note\n" in markdown and "`2+2=` (answer 4) replied `Answer: 5`" in markdown
+    written = json.loads(paths[1].read_text())
+    cell = written["systems"]["smollm2-135m-instruct"]["cells"]["add_5"]
+    assert (cell["n"], cell["correct"], written["notes"]) == (10, 8, ["a note"])
+    assert paths[2].read_bytes()[:4] == b"\x89PNG" and paths[2].stat().st_size > 10_000
 
 
 def test_a_local_run_is_compared_cell_by_cell_with_the_committed_intervals():

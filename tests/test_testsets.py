@@ -43,8 +43,10 @@ def test_cell_names():
     assert table1_cells() == [
         f"{op}_{n}" for op in ("add", "sub", "gt", "lt", "eq") for n in (5, 10, 50, 100)
     ] + ["mul_1_10", "div_1_10"]
-    assert len(repeated_cells()) == 5 * 3 * 5
+    # five operators x three lengths x six patterns, and mul and div at 10 digits x six patterns
+    assert len(repeated_cells()) == 5 * 3 * 6 + 2 * 6
     assert "rep_add_50_p1" in repeated_cells() and "rep_eq_100_control" in repeated_cells()
+    assert "rep_sub_100_round" in repeated_cells() and "rep_div_10_round" in repeated_cells()
 
 
 def test_committed_files_match_their_manifest():
@@ -142,6 +144,13 @@ def _is_periodic(number, period, prefix_len):
     return all(number[i] == number[i - period] for i in range(1 + period, prefix_len))
 
 
+def _is_round(number):
+    """10^k, 10^k - 1, d*10^j, 10^k + a number of 1-2 digits, 10^k - a number of 1-2 digits (data.structured)."""
+    n = len(number)
+    return (number[1:].strip("0") == "" or set(number) == {"9"} or number[:-2] == "1" + "0" * (n - 3)
+            or set(number[:-2]) == {"9"})
+
+
 def _differing_positions(a, b):
     return [i for i, (x, y) in enumerate(zip(a, b)) if x != y]
 
@@ -156,8 +165,18 @@ def test_repeated_cell_has_the_claimed_structure(cells, cell):
         assert list(record) == REPEATED_KEYS and record["op"] == op and record["pattern"] == pattern
         _check_record(record, cell)
         a, b, period, prefix_len = record["a"], record["b"], record["period"], record["prefix_len"]
+        if op in ("mul", "div"):  # the patterned operand is mul's a, div's divisor (10 digits); b, the quotient 1-15
+            patterned, small = (a, int(b)) if op == "mul" else (b, int(record["answer"]))
+            assert len(patterned) == digits and patterned[0] != "0" and 1 <= small <= 15
+            if op == "div":
+                assert int(a) // int(b) == small
+            a = b = patterned
         assert len(a) == len(b) == digits and a[0] != "0" and b[0] != "0"
-        if pattern == "control":
+        if pattern == "round":
+            assert (period, prefix_len) == (None, 0)
+            assert all(_is_round(x) for x in (a,) if op in ("gt", "lt", "eq")) and all(
+                _is_round(x) for x in ((a, b) if op not in ("gt", "lt", "eq") else (a,)))
+        elif pattern == "control":
             assert (period, prefix_len) == (None, 0)
         elif pattern == "mixed":
             assert period in (1, 2, 3) and digits // 2 < prefix_len <= digits - 2
@@ -176,6 +195,9 @@ def test_repeated_cell_has_the_claimed_structure(cells, cell):
         assert sum(r["answer"] == "True" for r in records) == 100
     if op in ("gt", "lt"):
         assert sum(r["a"] == r["b"] for r in records) == 50
+    if op == "div" and pattern != "control":  # remainders 0 and divisor - 1 each about a third of the time
+        remainders = [int(r["a"]) % int(r["b"]) for r in records]
+        assert remainders.count(0) > 40 and sum(rem == int(r["b"]) - 1 for rem, r in zip(remainders, records)) > 40
 
 
 def test_pure_periods_are_minimal(cells):

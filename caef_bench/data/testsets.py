@@ -15,7 +15,12 @@ Table 1 cells (1000 problems each):
 Repeated-digit cells (the paper only describes these; 200 problems each):
   ``rep_<op>_<n>_<pattern>`` for op in add, sub, gt, lt, eq, n in 10, 50, 100
   and pattern in p1, p2, p3 (operands periodic with that period), mixed (a
-  periodic prefix then a random tail) and control (random digits). Each record
+  periodic prefix then a random tail), round (round numbers: 10^k, 10^k - 1,
+  d*10^j, 10^k +- a small number; ``data.structured.round_number``) and control
+  (random digits); and ``rep_mul_10_<pattern>``, ``rep_div_10_<pattern>``: mul's a,
+  div's divisor of 10 digits in that pattern, b (the quotient) in [1, 15], div's
+  remainder 0, the divisor - 1 or random, a third each (``99999999990//9999999999=``
+  kinds; control: random digits, random remainder). Each record
   also has ``pattern``, ``period`` (None for control) and ``prefix_len``: digits
   1 .. prefix_len-1 of a periodic operand satisfy x[i] == x[i - period]. Digit 0
   is free so that runs of zeros (5000...0) stay valid numbers. Comparisons are
@@ -36,6 +41,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+from caef_bench.data.structured import round_number
 from caef_bench.machines import result
 from caef_bench.machines.ops import COMPARISON as COMPARISON_OPS  # the machines' own list, one source
 from caef_bench.paths import TEST_SETS_DIR as DEFAULT_DATA_DIR  # tasks/data under the data root
@@ -51,7 +57,10 @@ LENGTH_OPS = ("add", "sub", "gt", "lt", "eq")
 TABLE1_LENGTHS = (5, 10, 50, 100)
 REPEATED_LENGTHS = (10, 50, 100)
 PATTERN_PERIODS = {"p1": 1, "p2": 2, "p3": 3}
-PATTERNS = (*PATTERN_PERIODS, "mixed", "control")
+ROUND = "round"
+PATTERNS = (*PATTERN_PERIODS, "mixed", ROUND, "control")
+REPEATED_SMALL_OPS = ("mul", "div")  # their cells pattern a 10-digit a (mul) or divisor (div)
+REPEATED_SMALL_DIGITS = 10
 MUL_DIV_MAX_DIGITS = 10
 MUL_DIV_SMALL_MAX = 15  # mul's b and div's quotient are in [1, 15]
 
@@ -107,6 +116,9 @@ def _cell_specs() -> dict[str, CellSpec]:
         for n in REPEATED_LENGTHS:
             for pattern in PATTERNS:
                 specs[f"rep_{op}_{n}_{pattern}"] = CellSpec(op, n, pattern, REPEATED_SIZE)
+    for op in REPEATED_SMALL_OPS:
+        for pattern in PATTERNS:
+            specs[f"rep_{op}_{REPEATED_SMALL_DIGITS}_{pattern}"] = CellSpec(op, REPEATED_SMALL_DIGITS, pattern, REPEATED_SIZE)
     return specs
 
 
@@ -223,8 +235,8 @@ def _periodic_operand(rng: random.Random, digits: int, period: int, prefix_len: 
 
 
 def _pattern_shape(rng: random.Random, spec: CellSpec) -> tuple[int | None, int]:
-    """(period, prefix_len) of one problem's operands; (None, 0) for control."""
-    if spec.pattern == "control":
+    """(period, prefix_len) of one problem's operands; (None, 0) for control and round."""
+    if spec.pattern in ("control", ROUND):
         return None, 0
     if spec.pattern == "mixed":
         period = rng.choice(tuple(PATTERN_PERIODS.values()))
@@ -232,7 +244,9 @@ def _pattern_shape(rng: random.Random, spec: CellSpec) -> tuple[int | None, int]
     return PATTERN_PERIODS[spec.pattern], spec.digits
 
 
-def _operand(rng: random.Random, digits: int, period: int | None, prefix_len: int) -> str:
+def _operand(rng: random.Random, digits: int, period: int | None, prefix_len: int, pattern: str | None = None) -> str:
+    if pattern == ROUND:
+        return round_number(rng, digits)
     if period is None:
         return str(_number(rng, digits))
     return _periodic_operand(rng, digits, period, prefix_len)
@@ -246,6 +260,18 @@ def _change_one_digit(rng: random.Random, number: str, span: int) -> str:
     return number[:position] + new_digit + number[position + 1 :]
 
 
+def _small_operand_pair(rng: random.Random, spec: CellSpec, a: str) -> tuple[int, int]:
+    """mul: a and b in [1, 15]; div: a the divisor, the quotient in [1, 15], the remainder 0, the divisor - 1 or
+    random (in the control: random)."""
+    small = rng.randint(1, MUL_DIV_SMALL_MAX)
+    if spec.op == "mul":
+        return int(a), small
+    divisor = int(a)
+    roll = rng.randrange(3) if spec.pattern != "control" else 2
+    remainder = (0, divisor - 1, rng.randrange(divisor))[roll]
+    return divisor * small + remainder, divisor
+
+
 def _repeated_records(cell: str, spec: CellSpec, rng: random.Random) -> list[dict]:
     is_comparison = spec.op in COMPARISON_OPS
     if is_comparison:
@@ -255,12 +281,18 @@ def _repeated_records(cell: str, spec: CellSpec, rng: random.Random) -> list[dic
     records = []
     for index, equal in enumerate(equal_flags):
         period, prefix_len = _pattern_shape(rng, spec)
-        a = _operand(rng, spec.digits, period, prefix_len)
+        a = _operand(rng, spec.digits, period, prefix_len, spec.pattern)
+        if spec.op in REPEATED_SMALL_OPS:
+            a_int, b_int = _small_operand_pair(rng, spec, a)
+            record = _record(cell, index, spec.op, a_int, b_int)
+            record.update(pattern=spec.pattern, period=period, prefix_len=prefix_len)
+            records.append(record)
+            continue
         if is_comparison:
             # Control operands have no run: the change lands in the number's second half.
             b = a if equal else _change_one_digit(rng, a, prefix_len or spec.digits)
         else:
-            b = _operand(rng, spec.digits, period, prefix_len)
+            b = _operand(rng, spec.digits, period, prefix_len, spec.pattern)
         a_int, b_int = int(a), int(b)
         if spec.op == "sub" and a_int < b_int:
             a_int, b_int = b_int, a_int

@@ -24,7 +24,6 @@ from lm_eval.api.registry import register_model
 
 from caef_bench.machines import parse_expression
 from caef_bench.models.limits import check_within_tier
-from caef_bench.models.names import adapter_name
 
 
 def _device(requested: str | None) -> str:
@@ -109,6 +108,8 @@ class CaefLM(_NoLoglikelihood, LM):
             waiting.setdefault(problem.id, []).append(index)
 
         def finished(record) -> None:  # each answer into lm-eval's request cache (--use_cache) as it comes
+            if record.outcome == "misaligned":  # no answer to another problem's expression; say which operand
+                print(f"caef: {record.expr} answered with nothing, misaligned: {record.detail}", file=sys.stderr)
             for index in waiting.get(record.id, ()):
                 answers[index] = record.answer or ""
                 self.cache_hook.add_partial("generate_until", requests[index].args, answers[index])
@@ -127,7 +128,8 @@ class CaefLM(_NoLoglikelihood, LM):
 @register_model("caef-direct")
 class CaefDirectLM(_NoLoglikelihood, LM):
     """A tier's base with its LoRA-direct adapters (`direct_<op>`): the context is the protocol's
-    LoRA-direct prompt, answered greedily with the adapter of the expression's operator.
+    LoRA-direct prompt, answered greedily with the adapter of the expression's operator, under the
+    position scheme that adapter's manifest records (`evaluate.direct`).
 
     model_args: tier, checkpoints, device, max_gen_toks (default 128: a 100-digit sum has 101 digits).
     """
@@ -135,31 +137,25 @@ class CaefDirectLM(_NoLoglikelihood, LM):
     def __init__(self, tier: str = "tiny", checkpoints: str | None = None, device: str | None = None,
                  max_gen_toks: int = 128, batch_size=32, **_lm_eval_options):
         super().__init__()
-        from caef_bench.models.codec import codec_for
-        from caef_bench.models.loading import load_adapters, load_base, tier_with_checkpoints
+        from caef_bench.evaluate.direct import load_direct
+        from caef_bench.models.loading import tier_with_checkpoints
 
-        tier_info = tier_with_checkpoints(tier, checkpoints)
-        model, tokenizer = load_base(tier_info, _device(device))
-        self.model = load_adapters(model, tier_info.adapters, kinds=("direct",)).eval()
-        self.codec = codec_for(tokenizer, tier_info.position_scheme)
+        self.direct = load_direct(tier_with_checkpoints(tier, checkpoints), _device(device))
         self.max_gen_toks = int(max_gen_toks)
         self.batch_size = int(batch_size) if str(batch_size).isdigit() else 32
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
-        from caef_bench.models.decoding import greedy_ids
-
         outputs: list[str | None] = [None] * len(requests)
         by_op: dict[str, list[int]] = {}
         for index, request in enumerate(requests):
             by_op.setdefault(_operator_of_direct_prompt(request.args[0]), []).append(index)
         for op, indices in by_op.items():
-            self.model.set_adapter(adapter_name("direct", op))
-            for start in range(0, len(indices), self.batch_size):
+            for start in range(0, len(indices), self.batch_size):  # each batch into the cache as it comes
                 batch = indices[start:start + self.batch_size]
                 limits = [int(requests[i].args[1].get("max_gen_toks", self.max_gen_toks)) for i in batch]
-                prompts = [self.codec.prompt_ids(requests[i].args[0]) for i in batch]
-                for index, ids in zip(batch, greedy_ids(self.model, prompts, self.codec, limits)):
-                    text = self.codec.decode(ids)
+                texts = self.direct.replies(op, [requests[i].args[0] for i in batch], limits, self.batch_size,
+                                            stop=None)
+                for index, text in zip(batch, texts):
                     for stop in requests[index].args[1].get("until", []):
                         text = text.split(stop)[0] if stop else text
                     outputs[index] = text

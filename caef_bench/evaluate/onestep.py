@@ -13,6 +13,12 @@ last q1 and q2 steps, SUB's steps that read the REFLECTION and first ADD halts, 
 every step of that first ADD. They are drawn from their own random stream (short
 ones may coincide with a training draw; 50 and 100 digits never do).
 
+With `structured`, every adapter also gets `struct_<n>` cells (mul and div: `struct_1_10`): operands
+drawn by the structured samplers (`data.structured`: runs of one digit, periodic patterns, round
+numbers, a run then random digits, equal operands, one digit apart, b = 0 or 1, each kind that
+applies to the operator equally often), half of a pair of n-digit operands and half an n-digit a
+with a shorter b, from a stream of their own (short ones may coincide with a training draw).
+
 REFLECTION also gets `subtail_<n>` cells: the test problems' own REFLECTION runs from the step
 that writes `CMD q2` on (the step into q2, each q2 step, the halt). One step in a hundred of a 100-digit
 REFLECTION run, a uniform draw hardly ever reaches them, yet every run makes them once, and
@@ -28,6 +34,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
+from caef_bench.data.structured import structured_pair
 from caef_bench.data.testsets import load_cell, named_rng, render_expr, repeated_cells, solve
 from caef_bench.data.training import nines_on_top
 from caef_bench.evaluate.scoring import text_accuracy
@@ -39,13 +46,18 @@ SUB_CALLEES = {"reflection": 1, "left_mask": 4}  # SUB's phase that calls each a
 TOP_NINES = "sub9"  # the cells of subtractions whose REFLECTION drops leading zeros
 TOP_NINES_EXECUTORS = ("reflection", "sub", "add")
 REFLECTION_TAIL = "subtail"  # REFLECTION's last steps on the sub_<n> test problems
+STRUCTURED = "struct"  # operands of the structured samplers (data.structured)
+STRUCTURED_LENGTHS = ("10", "50", "100")
 
 
-def cells_for(op: str, kind: str = "executor") -> list[str]:
-    """Cells an adapter is evaluated on: add_5 … add_100, mul_1_10, SUB's for its callees, and sub9_<n>."""
+def cells_for(op: str, kind: str = "executor", structured: bool = False) -> list[str]:
+    """Cells an adapter is evaluated on: add_5 … add_100, mul_1_10, SUB's for its callees, and sub9_<n>;
+    with `structured`, its struct_<n> cells too."""
     if op in ("mul", "div"):
-        return [f"{op}_1_10"]
+        return [f"{op}_1_10"] + ([f"{STRUCTURED}_1_10"] if structured else [])
     cells = [f"{'sub' if op in SUB_CALLEES else op}_{n}" for n in LENGTH_CELLS]
+    if structured:
+        cells += [f"{STRUCTURED}_{n}" for n in STRUCTURED_LENGTHS]
     if kind == "executor" and op in TOP_NINES_EXECUTORS:
         cells += [f"{TOP_NINES}_{n}" for n in LENGTH_CELLS]
     if kind == "executor" and op == "reflection":
@@ -79,11 +91,31 @@ def top_nines_cases(op: str, cell: str, n: int, seed: int = 0, every_step: bool 
     return cases
 
 
+def structured_problems(op: str, cell: str, n: int, seed: int = 0, kind: str = "executor") -> list[tuple[int, int | None]]:
+    """n operand pairs of a struct_<n> cell for op (see the module's docstring), from a stream of their own."""
+    rng = named_rng(seed, f"onestep/{kind}/{op}/{cell}")
+    length = int(cell.rpartition("_")[2])
+    problems = []
+    for _ in range(n):
+        if op in ("mul", "div"):
+            cls = (rng.randint(1, length), rng.randint(1, 15))
+        elif op == "left_mask":
+            cls = (length, 0)
+        else:
+            cls = (length, length if rng.random() < 0.5 else rng.randint(1, length))
+        problems.append(structured_pair(rng, op, cls)[1])
+    return problems
+
+
 def executor_cases(op: str, cell: str, n: int, seed: int = 0, every_step: bool = False) -> list[tuple[str, str]]:
     """One transition drawn from each of n problems of the cell; with `every_step`, every transition of
     each (of the part a cell is about: REFLECTION's tail in subtail_<n>), as a run teacher-forced."""
     if cell.startswith(f"{TOP_NINES}_"):
         return top_nines_cases(op, cell, n, seed, every_step)
+    if cell.startswith(f"{STRUCTURED}_"):
+        rng = named_rng(seed, f"onestep/executor/{op}/{cell}/steps")
+        return [case for a, b in structured_problems(op, cell, n, seed)
+                for case in _transitions(run(op, a, b), 0, rng, every_step)]
     tail = cell.startswith(f"{REFLECTION_TAIL}_")
     rng = named_rng(seed, f"onestep/executor/{op}/{cell}")
     problems = load_cell("sub_" + cell.rpartition("_")[2] if tail else cell)
@@ -107,11 +139,14 @@ def _transitions(machine_run, first: int, rng, every_step: bool) -> list[tuple[s
 
 def aligner_cases(op: str, cell: str, n: int, seed: int = 0) -> list[tuple[str, str]]:
     """Both directions, alternating: expression -> start text, halt text -> expression with result."""
-    rng = named_rng(seed, f"onestep/aligner/{op}/{cell}")
-    problems = load_cell(cell)
+    if cell.startswith(f"{STRUCTURED}_"):
+        pairs = structured_problems(op, cell, n, seed, "aligner")
+    else:
+        rng = named_rng(seed, f"onestep/aligner/{op}/{cell}")
+        problems = load_cell(cell)
+        pairs = [(int(problem["a"]), int(problem["b"])) for problem in rng.sample(problems, min(n, len(problems)))]
     cases = []
-    for index, problem in enumerate(rng.sample(problems, min(n, len(problems)))):
-        a, b = int(problem["a"]), int(problem["b"])
+    for index, (a, b) in enumerate(pairs):
         machine_run = run(op, a, b)
         expr = render_expr(op, a, b)
         cases.append((expr, machine_run.start_text()) if index % 2 == 0
@@ -132,7 +167,7 @@ def score_cases(generate: Callable[[list[str], list[int], list[str]], list[str]]
     return text_accuracy(cases, outputs, keep)  # the rule every component is scored by
 
 
-def one_step_accuracy(model, codec, kind: str, op: str, per_cell: int, seed: int) -> dict:
+def one_step_accuracy(model, codec, kind: str, op: str, per_cell: int, seed: int, structured: bool = False) -> dict:
     """Exact match of single transitions (or aligner conversions) per test cell."""
     from caef_bench.models.decoding import speculative_greedy
 
@@ -142,7 +177,7 @@ def one_step_accuracy(model, codec, kind: str, op: str, per_cell: int, seed: int
 
     cases_for = executor_cases if kind == "executor" else aligner_cases
     results = {}
-    for cell in cells_for(op, kind):
+    for cell in cells_for(op, kind, structured):
         # The first few wrong outputs stay beside the numbers (score_cases): a miss in a thousand is worth reading.
         results[cell] = score_cases(generate, cases_for(op, cell, per_cell, seed),
                                     lambda text: len(codec.completion_ids(text)))
@@ -152,13 +187,13 @@ def one_step_accuracy(model, codec, kind: str, op: str, per_cell: int, seed: int
 EVERY_STEP_BATCH = 64  # transitions per batched call (the step model packs them into passes)
 
 
-def every_step_accuracy(step_model, op: str, problems: int, seed: int) -> dict:
+def every_step_accuracy(step_model, op: str, problems: int, seed: int, structured: bool = False) -> dict:
     """Every transition of `problems` test problems per cell for one executor, batched through the step
     model (its greedy output, as a run would get it): whole runs teacher-forced. A 100-digit run needs
     about 99.99% per step, a rate a thousand drawn transitions cannot tell from 100%."""
     name = adapter_name("executor", op)
     results = {}
-    for cell in cells_for(op):
+    for cell in cells_for(op, structured=structured):
         cases = executor_cases(op, cell, problems, seed, every_step=True)
         outputs = []
         for start in range(0, len(cases), EVERY_STEP_BATCH):
@@ -166,6 +201,26 @@ def every_step_accuracy(step_model, op: str, problems: int, seed: int) -> dict:
             outputs += [getattr(o, "text", o) for o in step_model.generate([prompt for prompt, _ in chunk], name)]
         results[cell] = text_accuracy(cases, outputs)
     return results
+
+
+def batched_one_step_accuracy(step_model, kind: str, op: str, per_cell: int, seed: int,
+                              structured: bool = False) -> dict:
+    """`one_step_accuracy` through the step model's batched greedy decoding (one verification pass for
+    many cases, as the runtime decodes): the same greedy outputs, the same cases, many times faster
+    for a thousand cases per cell."""
+    name = adapter_name(kind, op)
+    codec = step_model.codec_for(name)
+
+    def generate(prompts, limits, drafts):
+        outputs = []
+        for start in range(0, len(prompts), EVERY_STEP_BATCH):
+            chunk = slice(start, start + EVERY_STEP_BATCH)
+            outputs += [getattr(o, "text", o) for o in step_model.generate(prompts[chunk], name, limits[chunk])]
+        return outputs
+
+    cases_for = executor_cases if kind == "executor" else aligner_cases
+    return {cell: score_cases(generate, cases_for(op, cell, per_cell, seed), lambda text: len(codec.completion_ids(text)))
+            for cell in cells_for(op, kind, structured)}
 
 
 def one_step_check(per_cell: int, seed: int) -> Callable[[Any, Any, str, str], dict]:
@@ -176,7 +231,8 @@ def one_step_check(per_cell: int, seed: int) -> Callable[[Any, Any, str, str], d
 
 def measure_adapters(step_model, adapters: list[tuple[str, str]], per_cell: int, seed: int,
                      measured: dict | None = None, save: Callable[[dict], None] | None = None,
-                     progress: Callable[[str, dict], None] | None = None, every_step: bool = False) -> dict:
+                     progress: Callable[[str, dict], None] | None = None, every_step: bool = False,
+                     structured: bool = False) -> dict:
     """One-step accuracy of each (kind, op) adapter of `step_model` (a runtime.hf.HFStepModel), by adapter
     name, in the order of `adapters` (then any others in `measured`).
 
@@ -190,9 +246,12 @@ def measure_adapters(step_model, adapters: list[tuple[str, str]], per_cell: int,
         if name not in results:
             step_model.activate(name)
             if every_step and kind == "executor":
-                results[name] = every_step_accuracy(step_model, op, per_cell, seed)
+                results[name] = every_step_accuracy(step_model, op, per_cell, seed, structured)
+            elif hasattr(step_model, "generate"):
+                results[name] = batched_one_step_accuracy(step_model, kind, op, per_cell, seed, structured)
             else:
-                results[name] = one_step_accuracy(step_model.model, step_model.codec_for(name), kind, op, per_cell, seed)
+                results[name] = one_step_accuracy(step_model.model, step_model.codec_for(name), kind, op, per_cell, seed,
+                                                  structured)
             if save is not None:
                 save(results)
         if progress is not None:
@@ -218,7 +277,8 @@ def _measured_model(tier: str, checkpoints: str | None, base_only: bool, device:
 def measure_tier(tier: str, checkpoints: str | None, adapters: list[tuple[str, str]], per_cell: int, seed: int, *,
                  base_only: bool = False, device: str = "cpu", command: str = "", out: Path | None = None,
                  markdown: Callable[[dict, str], str] | None = None,
-                 progress: Callable[[str, dict], None] | None = None, every_step: bool = False) -> dict:
+                 progress: Callable[[str, dict], None] | None = None, every_step: bool = False,
+                 structured: bool = False) -> dict:
     """`caef-bench onestep`: the one-step accuracy of a tier's adapters (or, base_only, of its base with
     no adapter), as a record: the command, the weights (and each adapter's fingerprint), N, seed, results.
     With `every_step`, each executor is measured on every transition of `per_cell` problems per cell
@@ -234,6 +294,8 @@ def measure_tier(tier: str, checkpoints: str | None, adapters: list[tuple[str, s
     settings.update(per_cell=per_cell, seed=seed)
     if every_step:  # (only when set: files written before the option compare equal without it)
         settings["every_step"] = True
+    if structured:
+        settings["structured"] = True
     if not base_only:  # each adapter's own fingerprint, as the runs' records folders keep them (runtime.reuse)
         settings["adapters"] = step_model.adapter_fingerprints
     measured, save = {}, None
@@ -242,7 +304,7 @@ def measure_tier(tier: str, checkpoints: str | None, adapters: list[tuple[str, s
             raise ValueError("measure_tier: writing to `out` needs `markdown`, the table renderer")
         measured = earlier_results(out, settings)
         save = lambda results: write_results(out, command, settings, results, device, markdown)  # noqa: E731
-    results = measure_adapters(step_model, adapters, per_cell, seed, measured, save, progress, every_step)
+    results = measure_adapters(step_model, adapters, per_cell, seed, measured, save, progress, every_step, structured)
     if save is not None:  # in the order asked (a resumed run measured the missing adapters last)
         save(results)
     return {"command": command, **settings, "results": results}

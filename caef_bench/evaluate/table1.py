@@ -205,9 +205,12 @@ def trained_samples(adapter_folder: Path) -> int | None:
 
 
 def direct_training_notes(results: dict, systems: dict[str, System]) -> list[str]:
-    """For each LoRA-direct system that ran on the tiny tier: the samples each direct adapter had against
-    its CAEF counterpart (that operator's executor and aligner), so an under-trained baseline says so."""
-    from caef_bench.models.loading import get_tier
+    """For each LoRA-direct system that ran on one of our tiers: each direct adapter's samples (its
+    manifests'), as a fraction of its budget on the tiny tier (its plan: the samples of that
+    operator's CAEF executor and aligner plans together), the samples its CAEF counterparts were
+    trained on, and the position ids it ran under; a row below its budget says it is a lower bound."""
+    from caef_bench.models.loading import adapter_schemes, tier_with_checkpoints
+    from caef_bench.train.presets import TINY_ADAPTER_PLANS
 
     notes = []
     for name, result in results.items():
@@ -215,16 +218,40 @@ def direct_training_notes(results: dict, systems: dict[str, System]) -> list[str
         if system.model != "caef-direct" or "cells" not in result:
             continue
         args = system.resolved_model_args()
-        root = Path(args["checkpoints"]) if args.get("checkpoints") else Path(get_tier(args.get("tier", "tiny")).adapters)
-        parts = []
+        tier = args.get("tier", "tiny")
+        loaded = tier_with_checkpoints(tier, args.get("checkpoints"))
+        root = Path(loaded.adapters)
+        schemes = adapter_schemes(root)  # what each ran under, as loading runs it: its manifest's, else the tier's
+        parts, short, coupled = [], False, []
         for op in ("add", "sub", "mul", "div", "gt", "lt", "eq"):
             direct = trained_samples(root / "direct" / op)
+            if direct is None:
+                continue
             caef = [trained_samples(root / kind / op) for kind in ("executors", "aligners")]
-            if direct is not None and None not in caef:
-                parts.append(f"{op} {direct:,} against {sum(caef):,}")
-        if parts:
-            notes.append(f"**`{name}` was trained less than its CAEF counterpart**: samples of each direct "
-                         f"adapter against those of that operator's CAEF executor and aligner together: "
-                         f"{'; '.join(parts)}. The paper trains both on the same data budget; this row is a "
-                         f"lower bound on what LoRA-direct reaches at this size.")
+            part = f"{op} {direct:,}"
+            budget = TINY_ADAPTER_PLANS.get(f"direct_{op}", {}).get("samples") if tier == "tiny" else None
+            if budget:
+                part += f" ({100 * direct / budget:.1f}% of {budget:,})"
+                short = short or direct < budget
+            if None not in caef:
+                part += f", CAEF {sum(caef):,}"
+            scheme = schemes.get(f"direct_{op}", loaded.position_scheme)
+            part += f", {scheme} ids"
+            if scheme != "standard":
+                coupled.append(op)
+            parts.append(part)
+        if not parts:
+            continue
+        note = (f"**Training of `{name}`** (its adapters' manifests): samples of each direct adapter"
+                + (", as a share of its budget (the tiny preset's plans for that operator's CAEF executor and "
+                   "aligner together)" if tier == "tiny" else "")
+                + f", the samples its shipped CAEF executor and aligner had, and its position ids: {'; '.join(parts)}.")
+        if short:
+            note += (" Below its budget a direct adapter is a lower bound on what LoRA-direct reaches at this size: "
+                     "the paper trains both on the same data budget.")
+        if coupled:
+            note += (f" Under coupled ids ({', '.join(coupled)}) every digit of a direct prompt has position id 0: "
+                     f"not the paper's LoRA-direct, which has LLaMA's ordinary positions.")
+        notes.append(note)
     return notes
+

@@ -12,7 +12,15 @@ Public API:
 op is one of: add sub mul div gt lt eq reflection left_mask.
 """
 
-from .aligner import Expression, align_input, align_output, parse_expression
+from .aligner import (
+    Expression,
+    align_input,
+    align_output,
+    answer_misalignment,
+    parse_expression,
+    start_misalignment,
+    start_operands,
+)
 from .compare import ERROR_CLASSES, classify
 from .composers import ComposerRun, composer_view, composer_view_of_halt
 from .executors import Run
@@ -57,6 +65,6 @@ __all__ = [
     "ALIGNED_OPS", "ARITHMETIC", "BY_MACHINE", "COMPARISON", "ERROR_CLASSES", "EXECUTOR_OPS", "HALT_LINE", "OPERATIONS",
     "Action", "Command", "ComposerRun", "ComposerState", "ExecutorState", "Expression",
     "FormatError", "OffCourse", "Operation", "Run", "Snapshot", "Tape",
-    "align_input", "align_output", "classify", "composer_view", "composer_view_of_halt", "lookup", "next_text",
-    "parse", "parse_expression", "render", "result", "run", "trace",
+    "align_input", "align_output", "answer_misalignment", "classify", "composer_view", "composer_view_of_halt", "lookup", "next_text",
+    "parse", "parse_expression", "render", "result", "run", "start_misalignment", "start_operands", "trace",
 ]

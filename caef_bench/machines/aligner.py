@@ -81,6 +81,43 @@ def _explain(expr: str) -> str:
     return f"operand {bad!r} is not a non-negative integer: {expr!r}"
 
 
+def start_operands(snapshot: Snapshot) -> tuple[str, str]:
+    """The operands a start state holds, as decimal numbers (most significant digit first) exactly as
+    its tapes write them: a composer's a and b fields, an executor's first two tapes."""
+    state = snapshot.state
+    if isinstance(state, ComposerState):
+        tapes = (state.a, state.b)
+    else:
+        if len(state.tapes) < 2:
+            raise ValueError(f"a {state.machine} state holds no two operand tapes")
+        tapes = (state.tapes[0].digits, state.tapes[1].digits)
+    return tapes[0][::-1], tapes[1][::-1]
+
+
+def start_misalignment(expr: str, snapshot: Snapshot) -> str | None:
+    """Why a start state (aligner (I)'s output for expr) is not expr's problem, or None when it holds
+    expr's operator and operands. The runtime executes only the problem it was asked."""
+    asked = parse_expression(expr)
+    if snapshot.state.machine != asked.operation.machine:
+        return f"aligner (I) started {snapshot.state.machine} for {asked.operation.machine} ({expr})"
+    try:
+        written = start_operands(snapshot)
+    except ValueError as error:
+        return f"aligner (I): {error}"
+    wrong = [f"operand {name} as {got} (asked {want})"
+             for name, got, want in zip("ab", written, (str(asked.a), str(asked.b))) if got != want]
+    return "aligner (I) copied " + " and ".join(wrong) if wrong else None
+
+
+def answer_misalignment(expr: str, final: str) -> str | None:
+    """Why aligner (O)'s text is not an answer to expr (it must be expr followed by the result), or None."""
+    written, equals, _ = final.rpartition("=")
+    if not equals or written + "=" != expr:
+        shown = (written + equals) if equals else final
+        return f"aligner (O) wrote {shown[:200]!r} for the asked {expr!r}"
+    return None
+
+
 def align_input(expr: str) -> str:
     """Aligner (I): the templated expression -> the executor's start state and first command."""
     parsed = parse_expression(expr)

@@ -327,10 +327,11 @@ def load_bare_base(tier: str = "tiny", checkpoints: str | Path | None = None, de
 
 def adapter_schemes(adapter_root: str | Path) -> dict[str, str]:
     """adapter name -> the position scheme its manifest records (adapters trained before
-    manifests recorded one are left out: they run with the base's)."""
+    manifests recorded one are left out: they run with the base's). The LoRA-direct adapters
+    are read too: they train under ordinary ids on a base whose own are coupled."""
     root = adapter_layout_root(adapter_root) or Path(adapter_root)
     schemes = {}
-    for name, folder in _adapter_folders(root, KINDS, None):
+    for name, folder in _adapter_folders(root, (*KINDS, "direct"), None):
         manifest = folder / "manifest.json"
         if manifest.is_file():
             scheme = json.loads(manifest.read_text()).get("position_scheme")
@@ -356,7 +357,7 @@ def _base_digest(tier: Tier):
     return digest
 
 
-def fingerprints(tier: Tier) -> tuple[str, dict[str, str]]:
+def fingerprints(tier: Tier, kinds: tuple[str, ...] = KINDS) -> tuple[str, dict[str, str]]:
     """(weights fingerprint, {adapter name: fingerprint}) in one pass: the base hashed once and each
     adapter file read once (the official adapters of the 8B tier are tens of MB each).
 
@@ -365,7 +366,9 @@ def fingerprints(tier: Tier) -> tuple[str, dict[str, str]]:
     the scheme of each adapter trained under another one than the tier's. An adapter's fingerprint
     covers what decides its outputs: the base, its bytes and the position scheme it runs under;
     two runs whose fingerprints agree for an adapter get the same greedy output from it on the
-    same prompt (runtime.reuse relies on that)."""
+    same prompt (runtime.reuse relies on that). `kinds`: the adapter folders fingerprinted one by
+    one (CAEF's by default; ("direct",) for the LoRA-direct adapters); the weights fingerprint
+    covers every adapter file either way."""
     base = _base_digest(tier)
     weights = base.copy()
     if tier.adapters is None:
@@ -374,7 +377,7 @@ def fingerprints(tier: Tier) -> tuple[str, dict[str, str]]:
     layout = adapter_layout_root(tier.adapters) or root
     schemes = adapter_schemes(root)
     per_file = {}  # each loaded adapter's weights file -> (name, its digest so far)
-    for name, folder in _adapter_folders(layout, KINDS, None):
+    for name, folder in _adapter_folders(layout, kinds, None):
         prefix = f"{base.hexdigest()}|{name}|{schemes.get(name, tier.position_scheme)}"
         per_file[(folder / "adapter_model.safetensors").resolve()] = (name, hashlib.sha256(prefix.encode()))
     unread = set(per_file)

@@ -16,9 +16,10 @@ from caef_bench.evaluate.failures import WHAT
 from caef_bench.evaluate.repeated import CONTROL, cell_parts, control_of, error_rate
 from caef_bench.evaluate.scoring import fisher_exact
 
-PATTERN_ORDER = ("p1", "p2", "p3", "mixed", CONTROL)
+PATTERN_ORDER = ("p1", "p2", "p3", "mixed", "round", CONTROL)
 PATTERN_NAMES = {"p1": "period 1 (999…)", "p2": "period 2 (4848…)", "p3": "period 3 (456456…)",
-                 "mixed": "mixed (a run, then random)", CONTROL: "random control"}
+                 "mixed": "mixed (a run, then random)", "round": "round numbers (10^k, 10^k ± small, d·10^j)",
+                 CONTROL: "random control"}
 EXAMPLES_PER_CLASS = 3
 SIGNIFICANT = 0.05
 

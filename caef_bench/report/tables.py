@@ -170,7 +170,10 @@ def onestep_markdown(results: dict, header: str) -> str:
     drops leading zeros, caef_bench.evaluate.onestep) a second one, for the adapters that have them.
     """
     lines = ["## One-step accuracy of the executors and aligners", "", header, ""]
-    families = [("", lambda cell: not cell.startswith(("sub9_", "subtail_"))),
+    families = [("", lambda cell: not cell.startswith(("sub9_", "subtail_", "struct_"))),
+                ("Structured operands (`struct_<n>` cells: runs of one digit, periodic patterns, round numbers, a "
+                 "run then random digits, equal operands, one digit apart, b = 0 or 1; caef_bench/data/structured.py)",
+                 lambda cell: cell.startswith("struct_")),
                 ("Subtractions with 9s on top of b (`sub9_<n>` cells: REFLECTION drops its result's leading "
                  "zeros; the steps that carry them)", lambda cell: cell.startswith("sub9_")),
                 ("REFLECTION's last steps on the sub_<n> test problems (`subtail_<n>` cells: its step into q2, "

@@ -19,6 +19,11 @@ the runtime groups those calls by adapter and makes one `generate` call per
 group (chunked by `batch_size`). A thousand 100-digit additions thus take 104
 calls of 1000 prompts each, not 104,000 calls.
 
+Aligner (I)'s start state must hold the expression's operator and operands, and aligner (O)'s
+text must be the asked expression with its result (the machines' `start_misalignment`,
+`answer_misalignment`): otherwise the run would execute, or answer, another problem, and it ends
+with outcome "misaligned", its detail naming the operand copied wrong.
+
 Modes:
 - "free": the model's own outputs are fed back (the paper's setting); only
   the final answer is reported.
@@ -54,6 +59,7 @@ from caef_bench.machines import (
     FormatError,
     Run,
     Snapshot,
+    answer_misalignment,
     classify,
     composer_view,
     parse,
@@ -61,6 +67,7 @@ from caef_bench.machines import (
     render,
     result,
     run,
+    start_misalignment,
 )
 from caef_bench.machines.display import events
 from caef_bench.machines.text import COMPOSERS
@@ -252,14 +259,27 @@ class _FreeRunning(_Attempt):
             self.record.first_divergence = Divergence(index, self.adapter, error_class, expected, text)
         try:
             if self.phase == "align_output":
-                self._answer(text)
+                # The runtime answers only the problem it was asked: an expression written back with
+                # other operands is no answer to it, whatever its result.
+                wrong = answer_misalignment(self.problem.expr, text)
+                if wrong:
+                    self.record.final = text
+                    self._finish("misaligned", wrong)
+                else:
+                    self._answer(text)
                 return
+            snapshot = self._parse(text)
             if self.phase == "align_input":
-                # The start text is the top machine's first state: it opens the bottom frame.
+                # The start text is the top machine's first state: it opens the bottom frame, if it
+                # holds the asked operands (else the run would execute another problem).
                 # (A start that is already a halt state goes straight on to aligner (O).)
+                wrong = start_misalignment(self.problem.expr, snapshot)
+                if wrong:
+                    self._finish("misaligned", wrong)
+                    return
                 self.phase = "execute"
                 self.stack.append(Frame(self.machine))
-            self._apply(self.stack[-1], self._parse(text))
+            self._apply(self.stack[-1], snapshot)
         except Malformed as error:
             detail = f"step {index} ({self.adapter}): {error}"
             self._finish("unparseable", detail if self.keep_steps else f"{detail}; output {text[:500]!r}")

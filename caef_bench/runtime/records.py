@@ -16,7 +16,8 @@ Record fields (JSON keys in the order written):
     id, expr, mode          the problem and how it was run: "free", "traced" or "teacher_forcing"
     target                  the dataset's answer ("112", "True"), passed through for the scorer; None when not given
     answer, final           the system's answer (what follows the last "=" of aligner (O)'s completion), and that completion
-    outcome                 how the run ended: "answered", "no_halt", "unparseable" or "error"
+    outcome                 how the run ended: "answered", "misaligned" (an aligner wrote other
+                            operands than the expression's), "no_halt", "unparseable" or "error"
     detail                  why a problem stopped early (the parse error, the step budget, ...)
     n_steps, step_budget    model calls made (aligner steps included), and the most the problem was allowed
     first_divergence        traced modes: {step, adapter, error_class, expected, got} of the first step that
@@ -35,7 +36,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Iterable
 
-OUTCOMES = ("answered", "no_halt", "unparseable", "error")
+OUTCOMES = ("answered", "misaligned", "no_halt", "unparseable", "error")
 # Older records judged their answers; their answered outcomes were these
 _JUDGED_OUTCOMES = ("ok", "wrong_answer")
 

@@ -70,9 +70,12 @@ class RunOptions:
     time_budget_s counts this invocation's seconds alone, so the same command with the same
     budget goes on; workers > 0 builds batches in that many background processes (on an
     accelerator the machines' Python would otherwise starve it); precision: resolve_precision.
+    stop_at ends this invocation after that step, with a checkpoint, as if its plan went on: a
+    later call with the same plan continues it (a learning curve takes its snapshots there).
     """
 
     time_budget_s: float | None = None
+    stop_at: int | None = None
     title: str = ""  # the progress bar's and the loss plot's
     progress: bool = True
     workers: int = 0
@@ -384,7 +387,8 @@ def train(model, make_batch: Callable[[int], dict], run_dir: str | Path, plan: R
                disable=not options.progress)
     stopped_early = False
     with _stop_requests() as stop_requested:
-        for _, batch in _batches_from(make_batch, state["step"], steps, options.workers):
+        last = steps if options.stop_at is None else min(steps, options.stop_at)
+        for _, batch in _batches_from(make_batch, state["step"], last, options.workers):
             if options.time_budget_s is not None and time.perf_counter() - invoked > options.time_budget_s:
                 stopped_early = True
                 break
@@ -407,7 +411,7 @@ def train(model, make_batch: Callable[[int], dict], run_dir: str | Path, plan: R
             state["step"] += 1
             state["tokens"] += tokens
             window.append(loss.detach())  # no .item() per step: that waits for the accelerator every step
-            if state["step"] % options.log_every == 0 or state["step"] == steps:
+            if state["step"] % options.log_every == 0 or state["step"] == last:
                 state["loss"] = torch.stack(window).float().mean().item()
                 state["seconds"] = time.perf_counter() - started
                 with log_path.open("a") as log:

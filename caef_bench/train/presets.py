@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from caef_bench.models.names import adapter_name
 
 SHARES = ("equal_share", "short_share", "same_share", "near_share", "composer_share", "nines_share", "return_share",
-          "long_share")
+          "long_share", "structured_share")
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,7 @@ class Preset:
     nines_share: float = 0.0  # reflection, sub, add: share from subtractions with 9s on top of b
     return_share: float = 0.0  # sub, mul, div: share of the steps that read a callee's halt state
     long_share: float = 0.0  # share drawn from classes whose longer operand has more than 50 digits
+    structured_share: float = 0.0  # share whose operands are structured (data.structured: runs, round numbers, ...)
     decay: str = "constant"  # learning-rate schedule after warm-up: constant or cosine
     target_modules: str | tuple[str, ...] = "all-linear"
     # The tiny base's pre-training as phases (used unless base_steps, base_lr or curriculum_steps

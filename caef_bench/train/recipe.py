@@ -29,6 +29,10 @@ from caef_bench.train.sources import FileSource, MachineSource
 
 KIND_FOLDERS = {"executor": "executors", "aligner": "aligners", "direct": "direct"}
 CPU_MICRO_BATCH_TOKENS = 4096
+# The LoRA-direct baseline's ids, whatever the base's: the paper's LoRA-direct has LLaMA's ordinary
+# positions, and under the tiny base's coupled ids every digit of a direct prompt has id 0, so the
+# model cannot tell one digit from another (docs/format.md).
+DIRECT_POSITION_SCHEME = "standard"
 
 
 @dataclass
@@ -57,6 +61,7 @@ class TrainRequest:
     workers: int = 0  # processes building batches ahead of training (worth it on an accelerator)
     precision: str = "auto"  # fp32, bf16 (autocast) or auto (train.loop.resolve_precision)
     micro_batch_tokens: int | None = None  # padded tokens per micro-batch; 0: whole batches; None: the device's default
+    direct_position_scheme: str = DIRECT_POSITION_SCHEME  # the ids the direct adapters train with
 
     @property
     def torch_device(self) -> str:
@@ -381,18 +386,39 @@ def _train_stages(peft_model, codec, request: TrainRequest, recipe: Preset, kind
     return stages, fingerprints
 
 
+def adapter_codec(codec, request: TrainRequest, kind: str):
+    """The codec an adapter trains with: the base's, but for a LoRA-direct adapter the ids of
+    request.direct_position_scheme (the manifest records them, and loading runs it with them)."""
+    from caef_bench.models.codec import CaefCodec
+
+    if kind != "direct" or codec.scheme == request.direct_position_scheme:
+        return codec
+    if not isinstance(codec, CaefCodec):  # a pretrained base's own tokenizer has ordinary ids only
+        raise ValueError(f"position scheme {request.direct_position_scheme!r} needs the CAEF tokenizer; "
+                         f"this base has its own ({codec.scheme} ids)")
+    return replace(codec, scheme=request.direct_position_scheme)
+
+
+def save_adapter_folder(peft_model, folder: Path, manifest: dict) -> None:
+    """An adapter's weights (bf16) and its manifest in `folder`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    peft_model.save_pretrained(folder)
+    _to_bf16(folder / "adapter_model.safetensors")
+    _write_manifest(folder, manifest)
+
+
 def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, command: str) -> dict:
     """Stage 1 then stage 2 LoRA training of one adapter on the frozen base; returns its manifest."""
+    codec = adapter_codec(codec, request, kind)
     recipe = request.recipe_for(kind, op)
+    if kind == "direct":  # its recorded preset says the ids it trained with, not the base's
+        recipe = replace(recipe, position_scheme=codec.scheme)
     folder = request.out / KIND_FOLDERS[kind] / op
     peft_model, initialised_from = _new_adapter(model, request, recipe, kind, op)
     stages, fingerprints = _train_stages(peft_model, codec, request, recipe, kind, op, folder)
     peft_model.eval()
     checked = request.one_step_check is not None and kind != "direct"
     accuracy = request.one_step_check(peft_model, codec, kind, op) if checked else None
-    folder.mkdir(parents=True, exist_ok=True)
-    peft_model.save_pretrained(folder)
-    _to_bf16(folder / "adapter_model.safetensors")
     manifest = {"adapter": adapter_name(kind, op), "command": command, "seed": request.seed, "data": fingerprints,
                 "stages": stages, "wall_time_s": round(sum(s["wall_time_s"] for s in stages.values()), 1),
                 "device": describe_device(next(model.parameters()).device), "one_step_accuracy": accuracy,
@@ -400,7 +426,7 @@ def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, comma
                 "position_scheme": codec.scheme}  # the ids it was trained with: loading runs it with the same
     if initialised_from is not None:
         manifest["initialised_from"] = initialised_from
-    _write_manifest(folder, manifest)
+    save_adapter_folder(peft_model, folder, manifest)
     peft_model.unload()  # take the LoRA layers out: the next adapter starts from the same base
     return manifest
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from caef_bench.data.direct import direct_prompt
 from caef_bench.data.explanations import stage1_preamble
+from caef_bench.data.structured import structured_pair
 from caef_bench.data.testsets import named_rng, render_expr, solve
 from caef_bench.data.training import change_one_digit, classes, draw_operands, nines_on_top
 from caef_bench.machines import COMPARISON, OPERATIONS, run
@@ -94,6 +95,13 @@ class MachineSource:
     were there. Four of a SUB run's five steps are such steps, but the edge
     weighting gives its first step (before any call) 30% of the draws; at 0.5
     that falls to 15%.
+
+    A share `structured_share` of the samples draw their operands from the structured samplers
+    (`data.structured`: runs of one digit, periodic patterns, round numbers, a run then random
+    digits, equal operands, one digit apart, b = 0 or 1) in the class's lengths. Random digits hold
+    such operands almost never, and a model trained on them alone may find a cell by its
+    neighbours' content, which a run of equal digits no longer tells apart
+    (docs/structured-operands.md).
     """
 
     SHORT = 10
@@ -110,12 +118,12 @@ class MachineSource:
                  edge_weight: float = 0.25, excluded: frozenset[str] = frozenset(), curriculum_steps: int = 0,
                  equal_share: float = 0.0, short_share: float = 0.0, same_share: float = 0.0, near_share: float = 0.0,
                  composer_share: float = 0.0, nines_share: float = 0.0, return_share: float = 0.0,
-                 long_share: float = 0.0):
+                 long_share: float = 0.0, structured_share: float = 0.0):
         self.adapters, self.max_len, self.seed, self.stage = adapters, max_len, seed, stage
         self.edge_weight, self.excluded, self.curriculum_steps = edge_weight, excluded, curriculum_steps
         self.equal_share, self.short_share, self.long_share = equal_share, short_share, long_share
         self.same_share, self.near_share, self.composer_share = same_share, near_share, composer_share
-        self.nines_share, self.return_share = nines_share, return_share
+        self.nines_share, self.return_share, self.structured_share = nines_share, return_share, structured_share
         # (op, longest, pool) -> classes: filtering 10,000 classes per sample dominated the sampling time
         self._allowed: dict[tuple[str, int | None, str], list] = {}
         self.fingerprint = f"machines:{adapters}:{max_len}:{stage}:{edge_weight}:{curriculum_steps}"
@@ -133,6 +141,8 @@ class MachineSource:
             self.fingerprint += f":nines={nines_share}:kept_tops:q2_command:few_nines"
         if return_share and any(OPERATIONS[op].machine in COMPOSERS for _, op in adapters):
             self.fingerprint += f":returns={return_share}"
+        if structured_share:
+            self.fingerprint += f":structured={structured_share}"
         if any(op == "left_mask" for _, op in adapters):
             self.fingerprint += ":left_mask_tail3"  # its samples lean on the last steps (see sample)
 
@@ -241,12 +251,17 @@ class MachineSource:
                     break
         allowed = self._classes(op, longest, pool)
         pair, changed = "random", None
-        if op in self.PAIRED and (self.same_share or self.near_share):
+        # (drawn only with a share, so that other streams stay as they were)
+        if self.structured_share and rng.random() < self.structured_share:
+            pair = "structured"
+        elif op in self.PAIRED and (self.same_share or self.near_share):
             roll = rng.random()
             pair = "same" if roll < self.same_share else "near" if roll < self.same_share + self.near_share else "random"
         while True:
             cls = rng.choice(allowed)
-            if pair == "random":
+            if pair == "structured":
+                structured_kind, (a, b) = structured_pair(rng, op, cls)
+            elif pair == "random":
                 a, b = draw_operands(op, cls, rng, equal=op == "eq" and rng.random() < 0.25)
             else:
                 a, _ = draw_operands(op, (cls[0], cls[0]), rng)
@@ -257,6 +272,8 @@ class MachineSource:
                 break
         machine_run = run(op, a, b) if kind != "direct" else None
         meta = {"kind": kind, "op": op, "a": str(a), "b": None if b is None else str(b)}
+        if pair == "structured":
+            meta["structured"] = structured_kind
         if kind == "direct":
             return {"prompt": direct_prompt(render_expr(op, a, b), op), "completion": solve(op, a, b), "meta": meta}
         if kind == "aligner":

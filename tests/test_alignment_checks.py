@@ -1,0 +1,43 @@
+"""The machines' checks that an aligner's text belongs to the asked problem (the runtime's `misaligned`)."""
+
+import pytest
+
+from caef_bench.evaluate.failures import classify_record
+from caef_bench.machines import align_input, answer_misalignment, parse, start_misalignment, start_operands
+from caef_bench.runtime import ProblemRecord
+
+EXPRESSIONS = ["1000000000000000+1=", "1000000+1000000=", "0+0=", "1000-1=", "7-7=", "99999*12=", "10000000*7=",
+               "99999999990//9999999999=", "0//1=", "100000000000000000000>99999999999999999999=", "5555==5555=",
+               "0<0="]
+
+
+@pytest.mark.parametrize("expr", EXPRESSIONS)
+def test_the_machines_start_state_holds_the_asked_operands(expr):
+    body = expr[:-1]
+    snapshot = parse(align_input(expr))
+    assert "".join(start_operands(snapshot)) == "".join(ch for ch in body if ch.isdigit())
+    assert start_misalignment(expr, snapshot) is None
+
+
+def test_a_start_state_of_another_problem_names_the_operand():
+    other = parse(align_input("1000000000000001+1="))
+    assert start_misalignment("1000000000000000+1=", other) == \
+        "aligner (I) copied operand a as 1000000000000001 (asked 1000000000000000)"
+    both = parse(align_input("46+68="))
+    assert start_misalignment("45+67=", both) == "aligner (I) copied operand a as 46 (asked 45) and operand b as 68 (asked 67)"
+    assert "started SUB for ADD" in start_misalignment("45+67=", parse(align_input("45-6=")))
+
+
+@pytest.mark.parametrize("final, wrong", [("45+67=112", False), ("45+67=0", False), ("45+68=112", True),
+                                          ("45+67", True), ("", True), ("45+67==112", True)])
+def test_an_answer_must_write_back_the_asked_expression(final, wrong):
+    assert (answer_misalignment("45+67=", final) is not None) is wrong
+
+
+def test_an_untraced_misaligned_run_is_classified_at_its_aligner():
+    record = ProblemRecord(id="p", expr="1000000+1000000=", mode="free", target="2000000", outcome="misaligned",
+                           detail="aligner (I) copied operand b as 100000 (asked 1000000)")
+    failure = classify_record(record)
+    assert (failure.where, failure.what) == ("aligner (I)", "wrong_digit")
+    record.detail = "aligner (O) wrote '45+68=' for the asked '45+67='"
+    assert classify_record(record).where == "aligner (O)"

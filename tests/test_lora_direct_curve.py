@@ -1,0 +1,252 @@
+"""The LoRA-direct learning curve: one training run per operator with snapshots at fractions of its
+budget, their in-process evaluation, and the report (micro models)."""
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+import torch
+
+from caef_bench.models.tiny import TinyShape, build_tiny_base, save_tiny_base
+from caef_bench.train.curve import label, parse_fractions, snapshot_steps, train_curve
+from caef_bench.train.loop import RunOptions, RunPlan, train
+from caef_bench.train.recipe import TrainRequest
+from micro_model import micro_tiny_base  # noqa: F401  (pytest fixture)
+
+MICRO = TinyShape(hidden=32, layers=2, heads=2, ffn=64, max_positions=8192)
+QUIET = RunOptions(progress=False)
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _curve_request(out, base, **choices) -> TrainRequest:
+    # a budget of 8 steps of 4 samples: fractions 1/4, 1/2, 1 are steps 2, 4, 8
+    settings = {"direct": ("add",), "overrides": {"stage2_steps": 8, "stage2_batch": 4, "max_len": 6}, **choices}
+    return TrainRequest(preset="tiny", out=out, base=str(base), executors=(), aligners=(), progress=False,
+                        command="caef-bench train-curve (test)", **settings)
+
+
+def _lora(folder: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(folder / "adapter_model.safetensors"))
+
+
+# ---------------------------------------------------------------- the training loop's stop_at
+
+def test_a_run_stopped_at_a_step_and_continued_is_the_run_that_went_straight_on(tmp_path):
+    from caef_bench.models.codec import CaefCodec
+    from caef_bench.train.batches import collate
+
+    samples = [{"prompt": "1+2=", "completion": "3"}, {"prompt": "45+67=", "completion": "112"}]
+    make = lambda step: collate(samples, CaefCodec("coupled"))  # noqa: E731
+    plan = RunPlan(steps=6, lr=3e-3, warmup=2)
+    straight = build_tiny_base(MICRO, seed=0)
+    train(straight, make, tmp_path / "straight", plan, QUIET)
+    stopped = build_tiny_base(MICRO, seed=0)
+    first = train(stopped, make, tmp_path / "stopped", plan, replace(QUIET, stop_at=4))
+    assert first.steps == 4 and not first.stopped_early
+    assert json.loads((tmp_path / "stopped/checkpoint/state.json").read_text())["step"] == 4
+    again = build_tiny_base(MICRO, seed=0)  # a new process: the same plan goes on from the checkpoint
+    assert train(again, make, tmp_path / "stopped", plan, QUIET).steps == 6
+    for (name, a), (_, b) in zip(straight.named_parameters(), again.named_parameters()):
+        assert torch.allclose(a, b, atol=1e-6), name
+
+
+# ---------------------------------------------------------------- the curve's training
+
+def test_fractions_are_parsed_in_order_and_bad_ones_refused():
+    assert parse_fractions("1/4,1/16,1,1/4") == [Fraction(1, 16), Fraction(1, 4), Fraction(1)]
+    assert label(Fraction(1, 16)) == "frac_1_16" and label(Fraction(1)) == "frac_1"
+    assert snapshot_steps([Fraction(1, 512), Fraction(1)], 466_240, 128) == [(Fraction(1, 512), 8), (Fraction(1), 3643)]
+    for bad, message in (("0", r"not in \(0, 1\]"), ("3/2", r"not in \(0, 1\]"), ("1/0", "divides by zero"),
+                         ("half", "fractions such as")):
+        with pytest.raises(ValueError, match=message):
+            parse_fractions(bad)
+
+
+def test_the_curve_takes_a_snapshot_at_each_fraction_each_the_start_of_the_longer_run(tmp_path, micro_tiny_base):
+    summary = train_curve(_curve_request(tmp_path / "curve", micro_tiny_base), parse_fractions("1/4,1/2,1"))
+    assert summary["stopped"] is None
+    snapshots = summary["snapshots"]["add"]
+    assert {name: m["samples"] for name, m in snapshots.items()} == {"frac_1_4": 8, "frac_1_2": 16, "frac_1": 32}
+    quarter = json.loads((tmp_path / "curve/frac_1_4/direct/add/manifest.json").read_text())
+    assert quarter["position_scheme"] == "standard" and quarter["seed"] == 0
+    assert quarter["command"] == "caef-bench train-curve (test)"
+    assert quarter["curve"]["fraction"] == "1/4" and quarter["curve"]["fraction_of_budget"] == 0.25
+    assert quarter["curve"]["budget_samples"] == 32 and quarter["curve"]["schedule"] == "constant after warm-up"
+    assert quarter["preset"]["decay"] == "constant"
+    assert quarter["stages"]["stage2"]["steps"] == 2 and quarter["stages"]["stage2"]["complete"]
+    assert (tmp_path / "curve/frac_1/direct/add/adapter_config.json").is_file()
+
+    # The same snapshots from runs asked for fewer fractions: a snapshot does not depend on the later ones.
+    alone = train_curve(_curve_request(tmp_path / "alone", micro_tiny_base), parse_fractions("1/2"))
+    assert set(alone["snapshots"]["add"]) == {"frac_1_2"}
+    for name, tensor in _lora(tmp_path / "curve/frac_1_2/direct/add").items():
+        assert torch.equal(tensor, _lora(tmp_path / "alone/frac_1_2/direct/add")[name]), name
+    # ... and asking for more of them later goes on with the same run, to the same weights.
+    train_curve(_curve_request(tmp_path / "alone", micro_tiny_base), parse_fractions("1/2,1"))
+    for name, tensor in _lora(tmp_path / "curve/frac_1/direct/add").items():
+        assert torch.allclose(tensor.float(), _lora(tmp_path / "alone/frac_1/direct/add")[name].float(), atol=1e-2)
+
+
+def test_a_stopped_curve_goes_on_and_a_fraction_the_run_has_passed_is_refused(tmp_path, micro_tiny_base):
+    request = _curve_request(tmp_path / "curve", micro_tiny_base, stop_after_s=0.0)
+    first = train_curve(request, parse_fractions("1/4,1/2"))
+    assert first["stopped"] and "direct_add" in first["stopped"] and first["snapshots"]["add"] == {}
+    goes_on = train_curve(replace(request, stop_after_s=None), parse_fractions("1/4,1/2"))
+    assert goes_on["stopped"] is None and set(goes_on["snapshots"]["add"]) == {"frac_1_4", "frac_1_2"}
+    with pytest.raises(ValueError, match="past step 3"):
+        train_curve(replace(request, stop_after_s=None), parse_fractions("3/8"))
+
+
+def test_the_train_curve_command_builds_its_request_from_the_flags(monkeypatch, capsys):
+    import caef_bench.train.curve as curve
+    from caef_bench.cli import main
+    from caef_bench.paths import TINY_CHECKPOINTS
+
+    seen = []
+    monkeypatch.setattr(curve, "train_curve", lambda request, fractions: seen.append((request, fractions))
+                        or {"snapshots": {}, "stopped": None})
+    assert main(["train-curve", "--ops", "add,gt", "--fractions", "1/8,1/16", "--out", "w", "--batch", "64",
+                 "--workers", "3", "--device", "cpu", "--quiet"]) == 0
+    request, fractions = seen[0]
+    assert request.direct == ("add", "gt") and request.executors == () and request.aligners == ()
+    assert fractions == [Fraction(1, 16), Fraction(1, 8)] and request.base == str(TINY_CHECKPOINTS / "base")
+    assert request.overrides["stage2_batch"] == 64 and request.workers == 3
+    assert request.direct_position_scheme == "standard" and request.command.startswith("caef-bench train-curve")
+    assert main(["train-curve", "--fractions", "2"]) == 2
+    assert "not in (0, 1]" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- the curve's evaluation
+
+def test_replies_are_cut_where_the_direct_tasks_stop_them():
+    text = (REPO / "tasks/_bare_template_yaml").read_text()
+    assert 'until: ["\\n"]' in text and "_bare_template_yaml" in (REPO / "tasks/_direct_template_yaml").read_text()
+    from caef_bench.evaluate.direct import STOP
+
+    assert STOP == "\n"
+
+
+def test_a_replys_verdict_does_not_depend_on_tokens_past_the_answer_and_its_slack():
+    from caef_bench.evaluate.direct import ANSWER_SLACK, DirectModel
+    from caef_bench.evaluate.scoring import score
+    from caef_bench.models.codec import CaefCodec
+
+    direct = DirectModel(model=None, codecs={"add": CaefCodec("standard"), "gt": CaefCodec("standard")})
+    assert direct.answer_limit("add", "112") == 3 + ANSWER_SLACK
+    # Whatever a reply goes on with past the limit, the scorer's verdict on its first `limit`
+    # tokens is its verdict on the whole reply (one token per digit here).
+    for full, target in (("112", "112"), ("1120000000000000", "112"), ("112 and more", "112"), ("11", "112"),
+                         ("True then", "True"), ("Truest of all", "True")):
+        limit = direct.answer_limit("add", target)
+        assert score(full[:limit], target, "add" if target.isdigit() else "gt", "direct") == \
+            score(full, target, "add" if target.isdigit() else "gt", "direct"), full
+
+
+def test_the_curve_evaluation_scores_every_snapshot_and_measures_only_what_it_lacks(tmp_path, micro_tiny_base,
+                                                                                    monkeypatch):
+    import caef_bench.evaluate.direct_curve as direct_curve
+
+    curve = tmp_path / "curve"
+    train_curve(_curve_request(curve, micro_tiny_base), parse_fractions("1/2,1"))
+    out = tmp_path / "eval.json"
+    record = direct_curve.evaluate_curve(curve, out, per_cell=3, cells=["add_5", "add_100"], batch_size=2,
+                                         command="eval (test)", progress=lambda line: None)
+    assert set(record["points"]) == {"add/frac_1_2", "add/frac_1"}
+    point = record["points"]["add/frac_1_2"]
+    assert point["samples"] == 16 and point["fraction"] == "1/2" and point["position_scheme"] == "standard"
+    assert set(point["cells"]) == {"add_5", "add_100"} and point["cells"]["add_5"]["n"] == 3
+    assert {"accuracy", "ci_low", "ci_high", "examples"} <= set(point["cells"]["add_5"])
+    assert json.loads(out.read_text()) == record and record["command"] == "eval (test)"
+
+    measured = []
+    real = direct_curve.evaluate_cell
+    monkeypatch.setattr(direct_curve, "evaluate_cell", lambda *a: measured.append(a[2]) or real(*a))
+    direct_curve.evaluate_curve(curve, out, per_cell=3, cells=["add_5", "add_10", "add_100"], batch_size=2,
+                                progress=lambda line: None)
+    assert measured == ["add_10", "add_10"]  # one new cell per snapshot; the rest kept
+    measured.clear()
+    direct_curve.evaluate_curve(curve, out, per_cell=4, cells=["add_5"], progress=lambda line: None)
+    assert measured == ["add_5", "add_5"]  # another N: measured again
+
+    with pytest.raises(ValueError, match="not the one the snapshots were trained on"):
+        other = tmp_path / "other_base"
+        save_tiny_base(build_tiny_base(MICRO, seed=1), other, "coupled-hints")
+        direct_curve.evaluate_curve(curve, out, per_cell=1, base=other, progress=lambda line: None)
+    with pytest.raises(FileNotFoundError, match="no learning-curve snapshots"):
+        direct_curve.evaluate_curve(tmp_path / "nothing", out, progress=lambda line: None)
+
+
+def test_the_curve_evaluation_runs_without_lm_eval_or_pandas(tmp_path, micro_tiny_base):
+    # The accelerator machine that trains the curve may have torch, transformers and peft alone.
+    curve = tmp_path / "curve"
+    train_curve(_curve_request(curve, micro_tiny_base), parse_fractions("1"))
+    code = ("import sys; sys.modules['lm_eval'] = sys.modules['pandas'] = None\n"
+            "from caef_bench.cli import main\n"
+            f"sys.exit(main(['eval-curve', '--curve', {str(curve)!r}, '--per-cell', '2', '--cells', 'add_5', "
+            f"'--device', 'cpu']))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((curve / "evaluation.json").read_text())["points"]["add/frac_1"]["cells"]["add_5"]["n"] == 2
+
+
+# ---------------------------------------------------------------- the report
+
+def _evaluation() -> dict:
+    def cell(correct, n=100):
+        from caef_bench.evaluate.scoring import accuracy
+
+        return accuracy([{"correct": i < correct} for i in range(n)])
+
+    points = {}
+    for label_, samples, cells in (("frac_1_16", 29_184, {"add_5": cell(10), "add_100": cell(0)}),
+                                   ("frac_1", 466_304, {"add_5": cell(90), "add_100": cell(0)})):
+        points[f"add/{label_}"] = {"op": "add", "label": label_, "fraction": label_, "samples": samples,
+                                   "budget_samples": 466_240, "fraction_of_budget": samples / 466_240,
+                                   "adapter": "abc", "position_scheme": "standard", "train_command": "caef-bench t",
+                                   "seed": 0, "final_loss": 1.0, "train_seconds": 1.0, "train_device": "x",
+                                   "cells": cells}
+    return {"command": "caef-bench eval-curve", "curve": "work/c", "per_cell": 100, "base": "checkpoints/tiny/base",
+            "base_weights": "b45e", "device": "cuda", "points": points}
+
+
+def test_the_report_puts_the_curve_beside_caef_and_the_paper_in_three_files(tmp_path):
+    from caef_bench.report.direct_curve import write_curve_report
+
+    evaluation = tmp_path / "eval.json"
+    evaluation.write_text(json.dumps(_evaluation()))
+    paths = write_curve_report(evaluation, tmp_path / "out", "caef-bench report-curve",
+                               REPO / "results" / "table1_caef.json")
+    assert [p.name for p in paths] == ["lora_direct_curve.md", "lora_direct_curve.json", "lora_direct_curve.png"]
+    markdown = paths[0].read_text()
+    assert "`caef-bench report-curve`" in markdown and "`caef-bench eval-curve`" in markdown
+    assert "`caef-bench t` (seed 0, standard position ids)" in markdown and "`b45e`" in markdown
+    assert "### Addition (budget 466,240 samples)" in markdown
+    assert "| 29,184 " in markdown and "10.0 [5.5, 17.4]" in markdown  # Wilson interval of 10/100
+    assert "CAEF (ours)" in markdown and "92.1" in markdown  # the paper's LoRA-direct at add_5
+    record = json.loads(paths[1].read_text())
+    assert [p["samples"] for p in record["points"]["add"]] == [29_184, 466_304]
+    assert record["paper"]["add"]["5"] == 92.1 and record["caef"]["cells"]["add_5"]["n"] == 200
+    assert paths[2].stat().st_size > 10_000
+    with pytest.raises(FileNotFoundError, match="eval-curve"):
+        write_curve_report(tmp_path / "missing.json", tmp_path / "out", "cmd")
+
+
+@pytest.mark.slow
+def test_the_whole_curve_runs_on_the_shipped_tiny_base(tmp_path):
+    # One step of 128 samples on the real base (minutes on a CPU), then N=2, then the report.
+    from caef_bench.cli import main
+
+    curve = tmp_path / "curve"
+    assert main(["train-curve", "--ops", "add", "--fractions", "1/4096", "--out", str(curve), "--quiet"]) == 0
+    manifest = json.loads((curve / "frac_1_4096/direct/add/manifest.json").read_text())
+    assert manifest["samples"] == 128 and manifest["position_scheme"] == "standard"
+    assert manifest["base"] == "checkpoints/tiny/base"
+    assert main(["eval-curve", "--curve", str(curve), "--per-cell", "2", "--cells", "add_5"]) == 0
+    assert main(["report-curve", "--evaluation", str(curve / "evaluation.json"), "--out", str(tmp_path)]) == 0
+    assert "| 128 " in (tmp_path / "lora_direct_curve.md").read_text()

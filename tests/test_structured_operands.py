@@ -1,0 +1,127 @@
+"""The structured-operand samplers (caef_bench.data.structured): seeded, in each operator's shape, and of their kind."""
+
+import random
+
+import pytest
+
+from caef_bench.data.structured import KINDS, SAMPLERS, change_digit, digit_run, periodic, round_number, structured_pair
+from caef_bench.data.testsets import named_rng
+from caef_bench.data.training import classes
+from caef_bench.machines import EXECUTOR_OPS, run
+
+OPS = EXECUTOR_OPS  # add sub mul div gt lt eq reflection left_mask
+
+
+def _draws(kind, op, n=60, seed=0):
+    rng = named_rng(seed, f"test/{kind}/{op}")
+    every = classes(op, 100)
+    return [(cls, SAMPLERS[kind].pair(rng, op, cls)) for cls in (rng.choice(every) for _ in range(n))]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_same_seed_draws_the_same_operands_and_another_seed_others(kind):
+    op = "add"
+    assert _draws(kind, op, seed=3) == _draws(kind, op, seed=3)
+    assert _draws(kind, op, seed=3) != _draws(kind, op, seed=4)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("op", OPS)
+def test_operands_fit_the_operator_and_its_class_and_the_machine_runs_them(kind, op):
+    if not SAMPLERS[kind].applies_to(op):
+        with pytest.raises(ValueError, match="do not apply"):
+            SAMPLERS[kind].pair(random.Random(0), op, classes(op, 100)[0])
+        return
+    for (first, second), (a, b) in _draws(kind, op, n=25):
+        if op == "mul":
+            assert len(str(a)) <= first and b == (1 if kind == "small" else second)
+        elif op == "div":
+            assert a // b == second and len(str(b)) == (1 if kind == "small" else first)
+        elif op == "left_mask":
+            assert b is None and len(str(a)) <= first
+        elif op == "reflection":
+            assert a == 10**first - 1 and len(str(b)) <= second
+        else:
+            same_length = kind in ("equal", "near", "small")
+            assert max(len(str(a)), len(str(b))) <= max(first, second)
+            if not same_length:
+                assert sorted((len(str(a)), len(str(b)))) == sorted((first, second))
+            if op == "sub":
+                assert a >= b
+        run(op, a, b)  # inside the machine's domain
+
+
+def test_each_kind_draws_what_it_says():
+    rng = named_rng(0, "test/kinds")
+    for _ in range(200):
+        n = rng.randint(2, 100)
+        a, b = SAMPLERS["equal"].operands(rng, n, n)
+        assert a == b and len(a) == n
+        a, b = SAMPLERS["near"].operands(rng, n, n)
+        assert len(a) == len(b) == n and sum(x != y for x, y in zip(a, b)) == 1
+        assert SAMPLERS["small"].operands(rng, n, n)[1] in ("0", "1")
+        rounded = round_number(rng, n)
+        assert rounded in ("1" + "0" * (n - 1), "9" * n) or rounded[1:].strip("0") == "" \
+            or rounded.startswith("1" + "0" * (n - 3)) or rounded.startswith("9" * (n - 2))
+        pattern = periodic(rng, n)
+        assert len(pattern) == n and any(all(pattern[i] == pattern[i - p] for i in range(p + 1, n)) for p in (2, 3))
+        assert len(change_digit(rng, pattern)) == n
+
+
+def test_runs_of_0s_and_9s_come_at_every_length_and_offset():
+    """The issue's demand: runs of one digit, 0s and 9s above all, at every length 1-100 and every offset."""
+    rng = named_rng(0, "test/runs")
+    lengths, whole, offsets = set(), 0, set()
+    for _ in range(20000):
+        n = rng.randint(1, 100)
+        digits = digit_run(rng, n)
+        assert len(digits) == n and (n == 1 or digits[0] != "0")
+        runs = [length for d in "09" for _, length in _runs(digits, d)]
+        lengths.update(runs)
+        whole += n >= 10 and max(runs, default=0) >= n - 1
+    for _ in range(30000):  # where the runs start, in 100-digit operands
+        offsets.update(start for d in "09" for start, length in _runs(digit_run(rng, 100), d) if length >= 2)
+    assert set(range(1, 101)) <= lengths
+    assert whole > 1000  # the whole operand a run (999…9, 1000…0) a sizeable share of the time
+    assert set(range(0, 91)) <= offsets
+
+
+def _runs(digits, d):
+    """(start, length) of each run of the digit d."""
+    out, start = [], None
+    for i, ch in enumerate(digits + "#"):
+        if ch == d and start is None:
+            start = i
+        elif ch != d and start is not None:
+            out.append((start, i - start))
+            start = None
+    return out
+
+
+def test_a_pair_draws_only_kinds_that_apply():
+    rng = named_rng(0, "test/pair")
+    kinds = {structured_pair(rng, "mul", (5, 7))[0] for _ in range(200)}
+    assert kinds == {k for k in KINDS if SAMPLERS[k].applies_to("mul")} and "equal" not in kinds
+    with pytest.raises(ValueError, match="none of the structured kinds"):
+        structured_pair(rng, "mul", (5, 7), kinds=("equal",))
+
+
+def test_a_machine_source_draws_structured_operands_at_its_share_and_leaves_other_streams_alone():
+    from caef_bench.train.sources import MachineSource
+
+    adapters = [("aligner", "add"), ("executor", "gt"), ("aligner", "div")]
+    plain = MachineSource(adapters, 100, seed=1)
+    assert "structured" not in plain.fingerprint
+    mixed = MachineSource(adapters, 100, seed=1, structured_share=0.5)
+    assert mixed.fingerprint == plain.fingerprint + ":structured=0.5"
+    samples = [s for step in range(6) for s in mixed.batch(step, 64)]
+    share = sum("structured" in s["meta"] for s in samples) / len(samples)
+    assert 0.4 < share < 0.6
+    assert {s["meta"]["structured"] for s in samples if "structured" in s["meta"]} == set(KINDS)
+    for sample in samples:
+        meta = sample["meta"]
+        if meta["kind"] == "aligner" and sample["prompt"].endswith("="):  # (I): the expression of the drawn operands
+            assert sample["prompt"].startswith(meta["a"]) and sample["prompt"][:-1].endswith(meta["b"])
+    # with no share, the draws are those the source made before the share existed
+    again = MachineSource(adapters, 100, seed=1, structured_share=0.0)
+    assert [s["prompt"] for s in again.batch(3, 16)] == [s["prompt"] for s in plain.batch(3, 16)]

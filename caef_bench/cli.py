@@ -194,13 +194,20 @@ def _device(args: argparse.Namespace) -> str:
     return default_device(args.device)
 
 
+def _step_model(args: argparse.Namespace):
+    """The model behind `solve`, `run` and `serve`: the tier here, or the server at --base-url."""
+    from .runtime.backends import step_model
+
+    return step_model(args.backend, args.model, args.checkpoints, speculative=not args.no_speculative,
+                      device=args.device, base_url=args.base_url)
+
+
 def _solve(args: argparse.Namespace) -> int:
     from .evaluate.suites import solve_expression
     from .models.limits import check_supported
-    from .runtime.hf import load_step_model
 
     check_supported(args.model, args.expr)  # bad input, or operands the tier was not built for, fail here
-    model = load_step_model(args.model, args.checkpoints, speculative=not args.no_speculative, device=_device(args))
+    model = _step_model(args)
     record, correct = solve_expression(model, args.expr)
     if args.trace:
         for i, step in enumerate(record.steps, 1):
@@ -213,8 +220,9 @@ def _solve(args: argparse.Namespace) -> int:
     if record.first_divergence:
         d = record.first_divergence
         print(f"first divergence from the machine: step {d.step}, {d.error_class}")
-    stats = model.stats
-    print(f"{stats.steps} model calls, {stats.forward_passes} forward passes, {record.seconds:.2f} s", file=sys.stderr)
+    stats = getattr(model, "stats", None)
+    cost = f"{stats.forward_passes} forward passes" if stats else f"{model.requests} requests to {model.root}"
+    print(f"{record.n_steps} model calls, {cost}, {record.seconds:.2f} s", file=sys.stderr)
     return 0 if correct else 1
 
 
@@ -223,10 +231,12 @@ def _run(args: argparse.Namespace) -> int:
 
     from .evaluate.suites import SUITES, SuiteRequest, check_cells, run_suite
     from .report.tables import write_suite
-    from .runtime.hf import load_step_model
 
     if args.suite not in SUITES:
         raise ValueError(f"unknown suite {args.suite!r}; expected one of {', '.join(SUITES)}")
+    if args.suite in ("table1", "repeated") and (args.backend != "hf" or args.base_url):
+        raise ValueError(f"--backend and --base-url apply to --suite caef and table2; {args.suite}'s systems name "
+                         "their own models (baselines/caef-llama-3.1-8b-vllm.yaml runs CAEF on an endpoint)")
     if args.suite == "table1":
         return _run_table1(args)
     if args.suite == "repeated":
@@ -236,7 +246,7 @@ def _run(args: argparse.Namespace) -> int:
         cells=tuple(check_cells(args.cells.split(",") if args.cells else None)), limit=args.limit,
         checkpoints=args.checkpoints, records=Path(args.records) if args.records else None,
         reuse_steps=Path(args.reuse_steps) if args.reuse_steps else None, keep_unchanged=args.keep_unchanged)
-    model = load_step_model(args.model, args.checkpoints, speculative=not args.no_speculative, device=_device(args))
+    model = _step_model(args)
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
 
     def progress(cell, result):
@@ -522,6 +532,7 @@ def build_parser() -> argparse.ArgumentParser:
     solve.add_argument("--trace", action="store_true", help="print every step")
     solve.add_argument("--device", help="cpu, cuda, … (default: cuda when available)")
     solve.add_argument("--no-speculative", action="store_true", help="plain greedy decoding, one token per pass")
+    _backend_arguments(solve)
     solve.set_defaults(handler=_solve)
 
     run = commands.add_parser("run", help="run a suite and write results/*.md and .json")
@@ -552,6 +563,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--records", help="folder of per-problem records (default work/records/<model>); reruns resume")
     run.add_argument("--device", help="cpu, cuda, … (default: cuda when available)")
     run.add_argument("--no-speculative", action="store_true")
+    _backend_arguments(run)
     run.add_argument("--keep-unchanged", action="store_true",
                      help="keep the other cells of the results file in --out whose adapters are byte-identical "
                           "to these weights' (each says which command made it); drop the rest")
@@ -560,6 +572,19 @@ def build_parser() -> argparse.ArgumentParser:
                           "bytes, base and position scheme) are answered from its records, the rest generated")
     run.set_defaults(handler=_run)
 
+    serve = commands.add_parser(
+        "serve", help="CAEF as an OpenAI-compatible server: /v1/models, /v1/completions, /v1/chat/completions "
+                      "(docs/serving.md)")
+    serve.add_argument("--model", default="tiny", help="tier: tiny (default), smollm2-135m, llama-3.1-8b")
+    serve.add_argument("--checkpoints", help="adapter folder to use instead of the tier's")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    serve.add_argument("--device", help="cpu, cuda, … (default: cuda when available)")
+    serve.add_argument("--no-speculative", action="store_true", help="plain greedy decoding, one token per pass")
+    serve.add_argument("--batch-size", type=int, help="cap the prompts of one model call (default: a whole round)")
+    _backend_arguments(serve)
+    serve.set_defaults(handler=_serve)
+
     lm_eval = commands.add_parser(
         "lm-eval", add_help=False,
         help="lm-evaluation-harness's own command line with caef-bench's models registered (caef, caef-direct); "
@@ -567,6 +592,23 @@ def build_parser() -> argparse.ArgumentParser:
     lm_eval.add_argument("lm_eval_args", nargs=argparse.REMAINDER)
     lm_eval.set_defaults(handler=_lm_eval)
     return parser
+
+
+def _backend_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--backend", choices=("hf", "openai"), default="hf",
+                        help="hf: the tier in this process (default); openai: each step a completion request to "
+                             "the OpenAI-compatible server at --base-url, model = the adapter's name")
+    parser.add_argument("--base-url", help="--backend openai: the server's address, e.g. http://127.0.0.1:8000/v1")
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from .serve.server import serve
+
+    if not 0 < args.port < 65536:
+        raise ValueError(f"--port must be 1-65535, not {args.port}")
+    serve(_step_model(args), args.model, host=args.host, port=args.port, batch_size=args.batch_size,
+          checkpoints=args.checkpoints, say=lambda line: print(line, file=sys.stderr, flush=True))
+    return 0
 
 
 def _lm_eval(args: argparse.Namespace) -> int:
@@ -612,11 +654,25 @@ def main(argv: list[str] | None = None) -> int:
 
         reexecute_with_jemalloc(argv)
     try:
-        return args.handler(args)
+        code = args.handler(args)
     except (ValueError, FileNotFoundError) as error:
         # Bad input or a missing model is the user's to fix: one clear line, exit code 2, no traceback.
         print(f"caef-bench: error: {error}", file=sys.stderr)
         return 2
+    except Exception as error:
+        if not hasattr(error, "exit_code"):  # a stop signal that ended a run (evaluate.table1.RunStopped)
+            raise
+        print(f"caef-bench: {error}", file=sys.stderr)
+        return error.exit_code
+    if invoked_as_program and args.handler is _solve:
+        # solve has printed all it has to say and writes no file: skip the interpreter's teardown of
+        # torch and transformers, a second or two of an interactive command's wall time
+        import os
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 if __name__ == "__main__":

@@ -8,8 +8,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ import pytest
 from caef_bench.data.testsets import load_cell
 from caef_bench.evaluate.scoring import extract_answer, score
 from fake_openai_server import FakeChatServer
+from serving import wait_for_health
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -95,17 +94,7 @@ def smollm2_server():
                                 "--continuous-batching"], env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                text=True)
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as reply:
-                    if reply.status == 200:
-                        break
-            except OSError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"transformers serve did not start: {process.stderr.read()[-2000:]}")
-            time.sleep(1)
+        wait_for_health(process, f"http://127.0.0.1:{port}/health", 180, "transformers serve")
         yield str(folder), f"http://127.0.0.1:{port}/v1/chat/completions"
     finally:
         process.terminate()

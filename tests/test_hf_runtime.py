@@ -85,9 +85,13 @@ def test_speculative_decoding_takes_one_pass_per_step_where_its_draft_is_right(m
     assert plain.stats.forward_passes > 5 * fast.stats.forward_passes
 
 
-def test_adapters_are_switched_by_name(trained):
+def test_adapters_are_switched_by_name_and_attached_on_first_use(trained):
     model = load_step_model("tiny", str(trained))
-    assert set(model.model.peft_config) == {"executor_add", "aligner_add"}
+    assert not hasattr(model.model, "peft_config")  # the base alone until a call needs an adapter
+    assert model.adapter_names == ("aligner_add", "executor_add")
+    model.generate(["12+34="], "aligner_add")
+    assert set(model.model.peft_config) == {"aligner_add"}
+    assert model.paper_loop().model is model.model  # one set of weights, wrapped once
     with pytest.raises(ValueError, match="not loaded"):
         model.generate(["1+2="], "executor_mul")
 

@@ -1,5 +1,5 @@
 """The package's stages import down the data's journey only: machines -> data -> models ->
-train / runtime -> evaluate -> report -> cli. A module that imports a later stage (at the top or
+train / runtime -> evaluate / serve -> report -> cli. A module that imports a later stage (at the top or
 inside a function) makes the earlier stage depend on everything after it."""
 
 import ast
@@ -10,8 +10,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "caef_bench"
 # Stage of each subpackage or top-level module; the same number: siblings, which may not import
 # each other (training and the runtime share models, not each other).
-STAGES = {"paths": 0, "machines": 0, "data": 1, "models": 2, "train": 3, "runtime": 3, "evaluate": 4, "report": 5,
-          "cli": 6, "__main__": 6}
+STAGES = {"paths": 0, "machines": 0, "data": 1, "models": 2, "train": 3, "runtime": 3, "evaluate": 4, "serve": 4,
+          "report": 5, "cli": 6, "__main__": 6}
 
 
 def _stage_name(module: str) -> str | None:

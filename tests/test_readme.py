@@ -20,7 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-README_LIMIT = 12 * 1024  # bytes: the README is what a new user reads in five minutes
+README_LIMIT = 13 * 1024  # bytes: the README is what a new user reads in five minutes (12 KB before serving)
 ELISIONS = {"...", "…"}  # "caef-bench train ... --executors gt": the options given on the line before
 
 

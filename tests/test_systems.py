@@ -152,7 +152,7 @@ def _fake_lm_eval(calls):
     every task it is asked, where lm-eval would (under --output_path)."""
     from caef_bench.data.testsets import load_cell
 
-    def run(command, check, env):
+    def run(command, env):
         output = Path(command[command.index("--output_path") + 1])
         limit = int(command[command.index("--limit") + 1])
         calls.append(command)
@@ -163,6 +163,7 @@ def _fake_lm_eval(calls):
                                  "filtered_resps": [r["answer"]]}) for r in rows]
             (output / "m").mkdir(parents=True, exist_ok=True)
             (output / "m" / f"samples_{task}_2026.jsonl").write_text("\n".join(lines) + "\n")
+        return 0  # its exit code
     return run
 
 
@@ -174,7 +175,7 @@ def test_a_tier_system_keeps_its_lm_eval_outputs_per_weights_and_records_a_comma
 
     system = load_systems()["caef-tiny"]
     calls = []
-    monkeypatch.setattr(table1.subprocess, "run", _fake_lm_eval(calls))
+    monkeypatch.setattr(table1, "run_child", _fake_lm_eval(calls))
     monkeypatch.setattr(table1, "system_weights", lambda s: "aaaaaaaaaaaa")
     first = table1.run_system(system, ["add_5", "gt_5"], 3, tmp_path, progress=lambda *_: None)
     assert first["weights"] == "aaaaaaaaaaaa" and (tmp_path / "caef-tiny" / "aaaaaaaaaaaa" / "m").is_dir()

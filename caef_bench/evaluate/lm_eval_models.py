@@ -69,18 +69,20 @@ class CaefLM(_NoLoglikelihood, LM):
     paper's loop), reuse_steps (a records folder of `caef-bench run`, or the root holding
     `<tier>-<weights>/` folders: calls to adapters unchanged since those records are answered from
     them, as `run --reuse-steps` does, so Table 1's CAEF row costs nothing where the caef suite has
-    already solved the same problems). All of one call's problems are solved together, batching each
-    step's model calls across problems.
+    already solved the same problems), backend and base_url (backend=openai: every step a completion
+    request to the OpenAI-compatible server at base_url, model = the adapter's name; docs/serving.md).
+    All of one call's problems are solved together, batching each step's model calls across problems.
     """
 
     def __init__(self, tier: str = "tiny", checkpoints: str | None = None, device: str | None = None,
                  records: str | None = None, speculative=True, reuse_steps: str | None = None,
-                 step_model=None, **_lm_eval_options):
+                 backend: str = "hf", base_url: str | None = None, step_model=None, **_lm_eval_options):
         super().__init__()
         if step_model is None:
-            from caef_bench.runtime.hf import load_step_model
+            from caef_bench.runtime.backends import step_model as backend_model
 
-            step_model = load_step_model(tier, checkpoints, speculative=_bool_arg(speculative), device=_device(device))
+            step_model = backend_model(backend, tier, checkpoints, speculative=_bool_arg(speculative),
+                                       device=_device(device) if backend == "hf" else None, base_url=base_url)
         self.step_model, self.tier = step_model, tier
         weights = getattr(step_model, "fingerprint", None) or "model"
         self.records = Path(records) / f"{tier}-{weights}" / "lm_eval.jsonl" if records else None

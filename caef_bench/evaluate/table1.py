@@ -4,15 +4,20 @@ from lm-eval's own per-sample logs (`--log_samples`) by the tasks' scorer.
 Each system runs as one `caef-bench lm-eval` process (lm-eval's CLI with caef-bench's models
 registered) over the cells it still lacks, with its own request cache (`--use_cache`, one file per
 system: the cache key is the request alone, not the model): an interrupted run loses at most the
-requests in flight, and a rerun skips every cell whose samples are complete.
+requests in flight, and a rerun skips every cell whose samples are complete. Stopping the run
+(Ctrl-C, `kill PID`) stops its lm-eval child too (`run_child`), which keeps what it finished.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 from caef_bench.data.testsets import load_cell, table1_cells
@@ -59,11 +64,13 @@ def reply_text(sample: dict) -> str:
 
 
 def system_weights(system: System) -> str | None:
-    """The weights fingerprint of a system that runs one of this project's tiers (model_args `tier`,
-    optionally `checkpoints`); None for any other model (a hub model, an endpoint)."""
-    args = system.resolved_model_args()
-    if "tier" not in args:
+    """The weights fingerprint of a system that runs one of this project's tiers here (model_args `tier`,
+    optionally `checkpoints`); None for any other model (a hub model, an endpoint: a tier whose steps
+    a server answers, `backend: openai`, has weights this machine cannot see)."""
+    args = system.model_args  # (read before placeholders are filled: an endpoint's address may not be set)
+    if "tier" not in args or args.get("backend", "hf") != "hf":
         return None
+    args = system.resolved_model_args()
     from caef_bench.models.loading import tier_with_checkpoints, weights_fingerprint
 
     return weights_fingerprint(tier_with_checkpoints(args["tier"], args.get("checkpoints")))
@@ -74,6 +81,66 @@ def system_folder(system: System, work: Path, weights: str | None) -> Path:
     per weights for a tier's system, since lm-eval's cache is keyed by the request alone, so after
     retraining a rerun must not find the replies (nor the sample logs) of the weights before."""
     return work / system.name / weights if weights else work / system.name
+
+
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+GRACE_S = 30.0  # after the first stop, how long the child has to finish its request in flight
+
+
+class RunStopped(Exception):
+    """A stop signal ended the run; its child was stopped too, and what both finished is kept."""
+
+    def __init__(self, signum: int):
+        self.signal_name = signal.Signals(signum).name
+        super().__init__(f"{self.signal_name} stopped the run and its lm-eval child; what they finished is kept "
+                         "(sample logs, request cache, CAEF records): the same command goes on from there")
+        self.exit_code = 128 + signum  # what a shell reports for a process the signal ended
+
+
+def run_child(command: list[str], env: dict | None = None, grace: float = GRACE_S) -> int:
+    """Run `command` to its end and return its exit code; a stop signal to this process stops it too.
+
+    The child runs in its own session, so a terminal's Ctrl-C reaches it once, through here. The first
+    SIGINT, SIGTERM or SIGHUP is passed on as SIGINT (the child unwinds as on Ctrl-C: lm-eval's cache
+    and caef's records keep every finished request and problem); a second one, or `grace` seconds
+    without an exit, sends SIGTERM, and the next SIGKILL. Then `RunStopped` is raised."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread gets signals
+        return subprocess.run(command, env=env).returncode
+    child = subprocess.Popen(command, env=env, start_new_session=True)
+    received: list[int] = []
+    escalation = [signal.SIGINT, signal.SIGTERM, signal.SIGKILL]
+
+    deadline = [float("inf")]
+
+    def escalate() -> None:  # SIGINT, then SIGTERM, then SIGKILL, each given `grace` seconds
+        deadline[0] = time.monotonic() + grace
+        with contextlib.suppress(ProcessLookupError):
+            child.send_signal(escalation[min(len(received), len(escalation)) - 1])
+
+    def stop(signum, _frame) -> None:
+        received.append(signum)
+        escalate()
+
+    previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
+    try:
+        while True:
+            try:
+                returncode = child.wait(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                if time.monotonic() > deadline[0]:  # it did not stop in time: insist
+                    received.append(received[-1])
+                    escalate()
+    except BaseException:
+        child.kill()
+        child.wait()
+        raise
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if received:
+        raise RunStopped(received[0])
+    return returncode
 
 
 def run_system(system: System, cells: list[str], limit: int | None, work: Path, progress=print) -> dict:
@@ -88,7 +155,9 @@ def run_system(system: System, cells: list[str], limit: int | None, work: Path, 
                    *system.lm_eval_argv(todo, limit, folder, folder / "cache" / "requests")]
         progress(f"{system.name}: {len(todo)} cell(s) to run ({len(done)} done): {' '.join(command[2:])}")
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-        subprocess.run(command, check=True, env=env)
+        returncode = run_child(command, env)
+        if returncode:
+            raise subprocess.CalledProcessError(returncode, command)
         done.update(read_samples(folder, system, todo))
     missing = [cell for cell in cells if len(done.get(cell, ())) != expected_n(cell, limit)]
     if missing:

@@ -139,17 +139,32 @@ def position_scheme_of(base: str | Path) -> str:
 
 def load_base(tier: Tier, device: str = "cpu", dtype=None):
     """(model, tokenizer) of the tier's base model, in eval mode."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     source, local = _model_source(tier.base)
     offline = {"local_files_only": True} if local else {}
-    model = AutoModelForCausalLM.from_pretrained(
+    model = _model_class(source, local).from_pretrained(
         source, dtype=torch_dtype(dtype or tier.dtype), **offline, **_placement(device)
     )
     tokenizer = AutoTokenizer.from_pretrained(source, **offline)
     if tokenizer.pad_token is None:  # LLaMA 3.1 has none; batching needs one (the official code pads with eos)
         tokenizer.pad_token = tokenizer.eos_token
     return model.eval(), tokenizer
+
+
+def _model_class(source: str, local: bool):
+    """The class a local base's config names (LlamaForCausalLM), imported alone; else the Auto class.
+    Importing the Auto mapping is half a second of `solve`'s cold start."""
+    import transformers
+
+    architectures = []
+    if local:
+        try:
+            architectures = json.loads((Path(source) / "config.json").read_text()).get("architectures") or []
+        except (OSError, ValueError):
+            pass
+    named = getattr(transformers, architectures[0], None) if len(architectures) == 1 else None
+    return named if named is not None and hasattr(named, "from_pretrained") else transformers.AutoModelForCausalLM
 
 
 def torch_dtype(dtype):
@@ -201,13 +216,27 @@ def load_adapters(model, adapter_root: str | Path, ops: Iterable[str] | None = N
     root = adapter_layout_root(adapter_root) or Path(adapter_root)
     found = _adapter_folders(root, tuple(kinds), None if ops is None else tuple(ops))
     if not found:
-        raise FileNotFoundError(
-            f"no CAEF adapters under {root}: expected executors/<op>/ or aligners/<op>/ folders "
-            f"holding {ADAPTER_CONFIG}"
-        )
+        raise FileNotFoundError(_no_adapters(root))
     for name, folder in found:
-        model = _attach_adapter(model, name, folder, trainable)
+        model = attach_adapter(model, name, folder, trainable)
     return model
+
+
+def _no_adapters(root: Path) -> str:
+    return (f"no CAEF adapters under {root}: expected executors/<op>/ or aligners/<op>/ folders "
+            f"holding {ADAPTER_CONFIG}")
+
+
+def adapter_folders(tier: Tier) -> dict[str, Path]:
+    """{adapter name: folder} of every executor and aligner of the tier, found without loading any
+    (`runtime.hf` attaches each on first use); {} for a bare base, FileNotFoundError when there are none."""
+    if tier.adapters is None:
+        return {}
+    root = adapter_layout_root(tier.adapters) or Path(tier.adapters)
+    found = dict(_adapter_folders(root, KINDS, None))
+    if not found:
+        raise FileNotFoundError(_no_adapters(root) + (f"; {TRAIN_TINY_HINT}" if tier.name == "tiny" else ""))
+    return found
 
 
 def _adapter_folders(root: Path, kinds: tuple[str, ...], ops: tuple[str, ...] | None) -> list[tuple[str, Path]]:
@@ -229,7 +258,8 @@ def _adapter_folders(root: Path, kinds: tuple[str, ...], ops: tuple[str, ...] | 
     return found
 
 
-def _attach_adapter(model, name: str, folder: Path, trainable: bool):
+def attach_adapter(model, name: str, folder: Path, trainable: bool = False):
+    """`model` with the adapter in `folder` attached as `name` (the first wraps the base in a PeftModel)."""
     from peft import PeftModel
 
     if not isinstance(model, PeftModel):  # the first adapter wraps the base model
@@ -378,7 +408,7 @@ def adapter_fingerprints(tier: Tier) -> dict[str, str]:
 
 __all__ = [
     "KINDS", "LLAMA_HUB_ID", "TIERS", "LoadedTier", "Tier",
-    "adapter_dir", "get_tier", "load",
+    "adapter_dir", "adapter_folders", "attach_adapter", "get_tier", "load",
     "adapter_schemes", "load_adapters", "load_bare_base", "load_base", "loaded_adapters", "position_scheme_of", "save_adapter",
     "tier_with_checkpoints",
     "torch_dtype", "use_adapter", "weights_fingerprint", "adapter_fingerprints", "fingerprints",

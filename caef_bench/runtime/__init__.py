@@ -20,6 +20,7 @@ from .engine import (
     Completion,
     Problem,
     ReferenceStep,
+    Rounds,
     StepModel,
     composer_view,
     default_step_budget,
@@ -43,7 +44,7 @@ from .records import (
 
 __all__ = [
     "BUDGET_FACTOR", "BUDGET_SLACK", "MODES", "OUTCOMES",
-    "Completion", "Divergence", "Problem", "ProblemRecord", "RecordWriter", "ReferenceStep", "StepModel",
+    "Completion", "Divergence", "Problem", "ProblemRecord", "RecordWriter", "ReferenceStep", "Rounds", "StepModel",
     "StepRecord",
     "composer_view", "default_step_budget", "load_records",
     "recorded_ids", "reference_step_count", "reference_steps", "repair", "resume", "solve_batch",

@@ -410,56 +410,106 @@ def solve_batch(
     incrementally). batch_size caps the prompts of one generate call.
     keep_steps=False leaves the step texts out of the records.
     """
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; expected one of {MODES}")
-    if teacher_forcing and mode != "traced":
-        raise ValueError("teacher_forcing=True needs mode='traced'")
-    if batch_size is not None and batch_size < 1:
-        raise ValueError("batch_size must be at least 1")
     problems = list(problems)
     ids = [p.id for p in problems]
     if len(set(ids)) != len(ids):
         raise ValueError("problem ids must be unique (records and resume are keyed by id)")
-
+    rounds = Rounds(model, mode, step_budget, teacher_forcing=teacher_forcing, batch_size=batch_size,
+                    keep_steps=keep_steps)
     started = time.perf_counter()
-    record_mode = "teacher_forcing" if teacher_forcing else mode
     records: dict[str, ProblemRecord] = {}
 
-    def emit(attempt: _Attempt) -> None:
-        records[attempt.problem.id] = attempt.record
+    def emit(record: ProblemRecord) -> None:
+        records[record.id] = record
         if on_record is not None:
-            on_record(attempt.record)
+            on_record(record)
 
-    active: list[_Attempt] = []
     for problem in problems:
-        attempt = _start(problem, record_mode, started, keep_steps, step_budget)
-        (emit if attempt.done else active.append)(attempt)
+        finished = rounds.join(problem, started)
+        if finished is not None:
+            emit(finished)
+    while rounds.active:
+        for record in rounds.round():
+            emit(record)
+    return [records[problem.id] for problem in problems]
 
-    while active:
+
+class Rounds:
+    """The batch loop: the problems in flight, and the rounds that move each of them one model call on.
+
+    Each round, every unfinished problem needs exactly one model call; the calls are grouped by
+    adapter, one `generate` call per group (chunked by `batch_size`). Problems may join between
+    rounds and leave unfinished: `solve_batch` adds a whole list at once, a server each problem as
+    its request arrives (continuous batching, `caef_bench.serve`), with the same rounds either way.
+
+    model_errors: "raise" (the default) lets a failing `generate` call stop the loop, as a run
+    should when its model is gone; "record" finishes only the problems of that call, with outcome
+    "error" and the reason, and the others go on (a server must outlive one bad call).
+    """
+
+    def __init__(self, model: StepModel, mode: str = "free", step_budget: int | None = None, *,
+                 teacher_forcing: bool = False, batch_size: int | None = None, keep_steps: bool = True,
+                 model_errors: str = "raise"):
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}; expected one of {MODES}")
+        if teacher_forcing and mode != "traced":
+            raise ValueError("teacher_forcing=True needs mode='traced'")
+        if batch_size is not None and batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        if model_errors not in ("raise", "record"):
+            raise ValueError(f"model_errors must be 'raise' or 'record', not {model_errors!r}")
+        self.model, self.step_budget, self.batch_size, self.keep_steps = model, step_budget, batch_size, keep_steps
+        self.mode = "teacher_forcing" if teacher_forcing else mode
+        self.model_errors = model_errors
+        self.active: list[_Attempt] = []
+
+    def join(self, problem: Problem, started: float | None = None) -> ProblemRecord | None:
+        """Put a problem in flight from the next round on; its record at once when it ends before any model
+        call (an expression outside the machines' domain). `started`: when its time began (default now)."""
+        attempt = _start(problem, self.mode, time.perf_counter() if started is None else started,
+                         self.keep_steps, self.step_budget)
+        if attempt.done:
+            return attempt.record
+        self.active.append(attempt)
+        return None
+
+    def drop(self, problem_id: str) -> None:
+        """Take a problem out of flight unfinished (its client has gone): it costs no further call."""
+        self.active = [attempt for attempt in self.active if attempt.problem.id != problem_id]
+
+    def round(self) -> list[ProblemRecord]:
+        """One model call for every problem in flight; the records of those that finished."""
         groups: dict[str, list[_Attempt]] = defaultdict(list)
-        for attempt in active:
+        for attempt in self.active:
             groups[attempt.adapter].append(attempt)
         for adapter, group in groups.items():
-            size = batch_size or len(group)
+            size = self.batch_size or len(group)
             for chunk_start in range(0, len(group), size):
                 chunk = group[chunk_start:chunk_start + size]
-                call_started = time.perf_counter()
-                outputs = model.generate([attempt.prompt for attempt in chunk], adapter)
-                if len(outputs) != len(chunk):
-                    raise ValueError(f"{adapter}: the model returned {len(outputs)} completions "
-                                     f"for {len(chunk)} prompts")
-                reused = [getattr(output, "reused", False) for output in outputs]
-                share = (time.perf_counter() - call_started) / max(1, reused.count(False))  # a reused step took no model time
-                for attempt, output, was_reused in zip(chunk, outputs, reused):
-                    try:
-                        attempt.accept(_completion(output), 0.0 if was_reused else share)
-                    except Exception as error:  # a bug costs one problem, not the batch; its record says why
-                        attempt._finish("error", f"{type(error).__name__}: {error}")
-        still_active = []
-        for attempt in active:
-            (emit if attempt.done else still_active.append)(attempt)
-        active = still_active
-    return [records[problem.id] for problem in problems]
+                try:
+                    self._call(adapter, chunk)
+                except Exception as error:
+                    if self.model_errors == "raise":
+                        raise
+                    for attempt in chunk:  # this call's problems only; the rest of the round goes on
+                        attempt._finish("error", f"{adapter}: {type(error).__name__}: {error}")
+        finished = [attempt.record for attempt in self.active if attempt.done]
+        self.active = [attempt for attempt in self.active if not attempt.done]
+        return finished
+
+    def _call(self, adapter: str, chunk: list[_Attempt]) -> None:
+        call_started = time.perf_counter()
+        outputs = self.model.generate([attempt.prompt for attempt in chunk], adapter)
+        if len(outputs) != len(chunk):
+            raise ValueError(f"{adapter}: the model returned {len(outputs)} completions "
+                             f"for {len(chunk)} prompts")
+        reused = [getattr(output, "reused", False) for output in outputs]
+        share = (time.perf_counter() - call_started) / max(1, reused.count(False))  # a reused step took no model time
+        for attempt, output, was_reused in zip(chunk, outputs, reused):
+            try:
+                attempt.accept(_completion(output), 0.0 if was_reused else share)
+            except Exception as error:  # a bug costs one problem, not the batch; its record says why
+                attempt._finish("error", f"{type(error).__name__}: {error}")
 
 
 def _completion(output) -> Completion:
@@ -510,6 +560,6 @@ def solve_to_file(problems: Iterable[Problem], model: StepModel, path, on_record
 
 __all__ = [
     "BUDGET_FACTOR", "BUDGET_SLACK", "MODES", "Completion", "Frame", "Problem", "ReferenceStep",
-    "StepModel", "composer_view", "default_step_budget",
+    "Rounds", "StepModel", "composer_view", "default_step_budget",
     "reference_step_count", "reference_steps", "solve_batch", "solve_to_file", "to_composer_view",
 ]

@@ -8,6 +8,9 @@ correct run) or else the prompt copied forward, the step's state being mostly
 a copy of the last. Greedy verification keeps the output exactly the model's
 greedy output, draft or no draft. `speculative=False` is the paper's loop:
 token-by-token greedy decoding, one decode per step.
+
+`load_step_model` loads a tier's base alone; each adapter is attached the first time a
+call needs it, so a problem costs the adapters it calls (an addition: two of sixteen).
 """
 
 from __future__ import annotations
@@ -34,37 +37,95 @@ class DecodeStats:
         entry[0], entry[1], entry[2] = entry[0] + 1, entry[1] + passes, entry[2] + tokens
 
 
+class Weights:
+    """A base model and the adapters attached to it so far; with `adapters` (name -> folder) each of those
+    is attached the first time it is asked for. Step models over the same weights share one (`paper_loop`),
+    so the base is wrapped by peft once, whichever of them attaches first."""
+
+    def __init__(self, model, adapters: dict | None = None):
+        self.model, self.adapters = model, dict(adapters or {})
+
+    def attach(self, adapter: str):
+        """The model with `adapter` attached (it is not made the active one)."""
+        loaded = getattr(self.model, "peft_config", None) or {}
+        if adapter in loaded:
+            return self.model
+        if adapter not in self.adapters:
+            if not self.adapters and not loaded:  # a bare base: there are no adapters to switch
+                return self.model
+            available = sorted(set(loaded) | set(self.adapters))
+            raise ValueError(f"adapter {adapter!r} is not loaded; loaded or available: {', '.join(available)}")
+        from caef_bench.models.loading import attach_adapter
+
+        self.model = attach_adapter(self.model, adapter, self.adapters[adapter]).eval()
+        return self.model
+
+
 class HFStepModel:
     # Tokens (rows x width) verified in one batched forward pass; the logits are
     # rows x width x vocabulary, so a pretrained tier's large vocabulary gets fewer rows.
     verify_tokens = 1 << 17
 
     def __init__(self, model, codec, speculative: bool = True, drafter=None, fingerprint: str | None = None,
-                 codecs: dict | None = None, adapter_fingerprints: dict | None = None):
-        self.model, self.codec, self.speculative = model, codec, speculative
+                 codecs: dict | None = None, adapter_fingerprints: dict | None = None, *,
+                 adapters: dict | None = None, tier=None):
+        self.weights = model if isinstance(model, Weights) else Weights(model, adapters)
+        self.codec, self.speculative = codec, speculative
         self.codecs = codecs or {}  # adapter name -> its own codec, where its position scheme is not the tier's
-        self.fingerprint = fingerprint  # names the weights (models.loading.weights_fingerprint)
-        self.adapter_fingerprints = adapter_fingerprints or {}  # per adapter (runtime.reuse)
+        self.tier = tier  # models.loading.Tier: where the fingerprints are computed from, when first asked
+        self._fingerprint = fingerprint  # names the weights (models.loading.weights_fingerprint)
+        self._adapter_fingerprints = adapter_fingerprints  # per adapter (runtime.reuse)
         self.drafter = drafter if drafter is not None else OracleModel(strict=False)
         self.stats = DecodeStats()
 
+    @property
+    def model(self):
+        return self.weights.model
+
+    @property
+    def adapter_names(self) -> tuple[str, ...]:
+        """Every adapter this model can answer with, attached or not."""
+        return tuple(sorted(set(getattr(self.model, "peft_config", None) or ()) | set(self.weights.adapters)))
+
+    @property
+    def fingerprint(self) -> str | None:
+        if self._fingerprint is None and self.tier is not None:
+            self._fingerprints()
+        return self._fingerprint
+
+    @property
+    def adapter_fingerprints(self) -> dict:
+        if self._adapter_fingerprints is None and self.tier is not None:
+            self._fingerprints()
+        return self._adapter_fingerprints or {}
+
+    def _fingerprints(self) -> None:
+        """Hash the weights only when something records them (`solve` does not)."""
+        from caef_bench.models.loading import fingerprints
+
+        self._fingerprint, self._adapter_fingerprints = fingerprints(self.tier)
+
     def activate(self, adapter: str) -> None:
-        """Make `adapter` the one that answers (a model without adapters has none to switch)."""
-        if hasattr(self.model, "peft_config"):
-            if adapter not in self.model.peft_config:
-                raise ValueError(f"adapter {adapter!r} is not loaded; loaded: {', '.join(self.model.peft_config)}")
-            self.model.set_adapter(adapter)
+        """Make `adapter` the one that answers, attaching it on first use (a model without adapters has
+        none to switch)."""
+        model = self.weights.attach(adapter)
+        if hasattr(model, "peft_config"):
+            model.set_adapter(adapter)
 
     def _limit(self, prompt_ids: list[int]) -> int:
         # A next state is about as long as its input; an aligner (I) answer is longer
         # than its expression (two tokens per digit plus the command): room for both.
         return 3 * len(prompt_ids) + 64
 
+    def room(self, prompt: str, adapter: str) -> int:
+        """The most tokens a step on `prompt` may take when nothing else caps it (`_limit`)."""
+        return self._limit(self.codec_for(adapter).prompt_ids(prompt))
+
     def paper_loop(self) -> "HFStepModel":
         """The same weights, adapters and ids decoded the paper's way: one plain greedy decode per step."""
-        return HFStepModel(self.model, self.codec, speculative=False, drafter=self.drafter,
-                           fingerprint=self.fingerprint, codecs=self.codecs,
-                           adapter_fingerprints=self.adapter_fingerprints)
+        return HFStepModel(self.weights, self.codec, speculative=False, drafter=self.drafter,
+                           fingerprint=self._fingerprint, codecs=self.codecs,
+                           adapter_fingerprints=self._adapter_fingerprints, tier=self.tier)
 
     def codec_for(self, adapter: str):
         """The codec an adapter runs with: the ids it was trained with."""
@@ -134,13 +195,16 @@ class RoutedModel:
 
 def load_step_model(tier: str = "tiny", checkpoints: str | None = None, speculative: bool = True,
                     device: str = "cpu") -> HFStepModel:
-    """A tier's base with all its adapters as a StepModel; `checkpoints` is an adapter folder
-    (official layout, with base/ inside for the tiny tier) replacing the tier's default."""
+    """A tier's base as a StepModel whose adapters are attached on first use; `checkpoints` is an
+    adapter folder (official layout, with base/ inside for the tiny tier) replacing the tier's default."""
     from caef_bench.models.codec import codec_for
-    from caef_bench.models.loading import fingerprints, load, tier_with_checkpoints
+    from caef_bench.models.loading import adapter_folders, adapter_schemes, load_base, tier_with_checkpoints
 
-    loaded = load(tier_with_checkpoints(tier, checkpoints), device=device)
-    codecs = {name: codec_for(loaded.tokenizer, scheme) for name, scheme in loaded.schemes.items()}
-    weights, per_adapter = fingerprints(loaded.tier)
-    return HFStepModel(loaded.model, codec_for(loaded.tokenizer, loaded.tier.position_scheme), speculative,
-                       fingerprint=weights, codecs=codecs, adapter_fingerprints=per_adapter)
+    tier_info = tier_with_checkpoints(tier, checkpoints)
+    found = adapter_folders(tier_info)  # before the base: a missing adapter folder fails fast
+    model, tokenizer = load_base(tier_info, device)
+    schemes = adapter_schemes(tier_info.adapters) if tier_info.adapters is not None else {}
+    codecs = {name: codec_for(tokenizer, scheme) for name, scheme in schemes.items()
+              if scheme != tier_info.position_scheme}
+    return HFStepModel(model, codec_for(tokenizer, tier_info.position_scheme), speculative, codecs=codecs,
+                       adapters=found, tier=tier_info)

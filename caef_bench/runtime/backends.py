@@ -1,0 +1,34 @@
+"""Which model answers the runtime's calls: the tier in this process (`hf`), or any OpenAI-compatible
+server (`openai`: `endpoint.EndpointStepModel`). The loop, batching, records and scoring are the same
+for both; only the model call differs."""
+
+from __future__ import annotations
+
+BACKENDS = ("hf", "openai")
+
+
+def step_model(backend: str = "hf", tier: str = "tiny", checkpoints: str | None = None, *,
+               speculative: bool = True, device: str | None = None, base_url: str | None = None):
+    """The StepModel of a backend. hf: the tier's base, its adapters attached on first use; openai: the
+    server at `base_url`, which serves each adapter under its name (docs/serving.md)."""
+    if backend == "hf":
+        if base_url:
+            raise ValueError("--base-url is for --backend openai (the local backend loads the tier itself)")
+        from caef_bench.models.loading import default_device
+        from caef_bench.runtime.hf import load_step_model
+
+        return load_step_model(tier, checkpoints, speculative=speculative, device=default_device(device))
+    if backend == "openai":
+        if not base_url:
+            raise ValueError("--backend openai needs --base-url, the server's address (http://HOST:PORT/v1)")
+        if checkpoints:
+            raise ValueError("--checkpoints is for the local backend: an endpoint answers with the adapters it serves")
+        if not speculative:
+            raise ValueError("--no-speculative is for the local backend: an endpoint decodes as its server does")
+        from caef_bench.runtime.endpoint import EndpointStepModel
+
+        return EndpointStepModel(base_url)
+    raise ValueError(f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}")
+
+
+__all__ = ["BACKENDS", "step_model"]

@@ -1,0 +1,48 @@
+"""Per cell of a records folder (`caef-bench run`'s, or an accelerator call's records.tgz unpacked): problems,
+right, and how the wrong ones ended; with --where, the operand digits a misaligned start state got wrong.
+
+    python benchmarks/diagnosis/records_summary.py work/records/tiny-<weights> [--where]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from pathlib import Path
+
+from caef_bench.evaluate.scoring import is_correct
+from caef_bench.runtime import ProblemRecord
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("records")
+    parser.add_argument("--where", action="store_true")
+    args = parser.parse_args()
+    print("| cell | N | right | wrong: how they ended |\n|---|---|---|---|")
+    wrong_digits = Counter()
+    for path in sorted(Path(args.records).glob("caef_*.jsonl")):
+        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        if not records:
+            continue
+        verdicts = [is_correct(ProblemRecord.from_dict(r)) for r in records]
+        right = sum(verdicts)
+        ended = Counter(r["outcome"] for r, ok in zip(records, verdicts) if not ok)
+        print(f"| {path.stem[5:]} | {len(records)} | {right} | {', '.join(f'{k} {v}' for k, v in ended.most_common())} |")
+        for r in records:
+            detail = r.get("detail") or ""
+            if r["outcome"] == "misaligned" and "copied operand a as " in detail:
+                asked = r["expr"].split("-")[0].split("+")[0]
+                copied = detail.split(" as ")[1].split(" ")[0]
+                for i, (x, y) in enumerate(zip(asked, copied)):
+                    if x != y:
+                        b = r["expr"][len(asked) + 1:-1]
+                        wrong_digits["from b's digit of the same index" if i < len(b) and y == b[i] else "other"] += 1
+                        wrong_digits[f"index {10 * (i // 10)}-{10 * (i // 10) + 9}"] += 1
+    if args.where:
+        print("\nmiscopied digits of a:", dict(sorted(wrong_digits.items())))
+
+
+if __name__ == "__main__":
+    main()

@@ -149,6 +149,9 @@ def test_onestep_base_only_measures_the_base_with_no_adapter(trained, tmp_path, 
     stats = {"n": 1, "correct": 0, "accuracy": 0.0, "ci_low": 0.0, "ci_high": 0.8, "failures": []}
     monkeypatch.setattr(onestep, "one_step_accuracy", lambda model, codec, kind, op, *a: measured.append(
         (model, codec.scheme, kind, op, *a)) or {"add_5": stats})
+    # (a step model that decodes in batches is measured through them: the same cases, the same outputs)
+    monkeypatch.setattr(onestep, "batched_one_step_accuracy", lambda step_model, kind, op, *a: measured.append(
+        (step_model.model, step_model.codec_for(f"{kind}_{op}").scheme, kind, op, *a)) or {"add_5": stats})
     out = tmp_path / "onestep.json"
     assert main(["onestep", "--checkpoints", str(trained), "--base-only", "--executors", "add", "--aligners", "",
                  "--per-cell", "1", "--json", str(out)]) == 0
@@ -171,8 +174,10 @@ def test_onestep_out_writes_a_table_and_a_rerun_measures_only_what_is_missing(tm
     first = json.loads((out / "onestep.json").read_text())
     assert first["weights"] == load_step_model("tiny", str(TINY_CHECKPOINTS)).fingerprint and set(first["results"]) == {"executor_add"}
     measured = []
-    real = onestep.one_step_accuracy
+    real, real_batched = onestep.one_step_accuracy, onestep.batched_one_step_accuracy
     monkeypatch.setattr(onestep, "one_step_accuracy", lambda model, codec, kind, op, *a: measured.append(op) or real(model, codec, kind, op, *a))
+    monkeypatch.setattr(onestep, "batched_one_step_accuracy",
+                        lambda step_model, kind, op, *a: measured.append(op) or real_batched(step_model, kind, op, *a))
     assert main(common + ["--executors", "add", "--aligners", "add"]) == 0
     assert measured == ["add"] and set(json.loads((out / "onestep.json").read_text())["results"]) == {"executor_add", "aligner_add"}
     table = (out / "onestep.md").read_text()

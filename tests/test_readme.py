@@ -184,10 +184,21 @@ def test_what_the_readme_says_of_the_committed_results_is_what_they_hold():
         assert {stats["n"] for cell in cells for stats in cell.values() if isinstance(stats, dict) and "n" in stats} \
             == {200}, name
     # the baselines' comparisons: chance (50%) inside each Wilson interval but where the README says otherwise
-    assert "the comparisons about chance (within the intervals, but for SmolLM2's 1 of 10 on gt_5)" in text
+    assert "the comparisons about chance (within the intervals, but for its 1 of 10 on gt_5)" in text
     systems = json.loads((results / "table1.json").read_text())["systems"]
     off_chance = {(name, cell) for name in ("lora-direct-tiny", "smollm2-135m-instruct")
                   for cell, stats in systems[name]["cells"].items()
                   if cell.split("_")[0] in ("gt", "lt", "eq") and not stats["ci_low"] <= 0.5 <= stats["ci_high"]}
-    assert off_chance == {("smollm2-135m-instruct", "gt_5")}
+    direct_eq = {("lora-direct-tiny", f"eq_{n}") for n in (5, 10, 50, 100)}
+    assert off_chance == {("smollm2-135m-instruct", "gt_5")} | direct_eq
     assert systems["smollm2-135m-instruct"]["cells"]["gt_5"]["correct"] == 1
+    # SmolLM2 "gets no arithmetic right"; LoRA-direct "eq at 95-100%, mul 2%, div 12%, no add or sub"
+    assert "gets eq at 95-100%, mul 2%, div 12%, no add or sub, gt and lt at chance" in text
+    smollm2, direct = systems["smollm2-135m-instruct"]["cells"], systems["lora-direct-tiny"]["cells"]
+    arithmetic = [cell for cell in smollm2 if cell.split("_")[0] in ("add", "sub", "mul", "div")]
+    assert all(smollm2[cell]["correct"] == 0 for cell in arithmetic)
+    eq_accuracies = [round(100 * direct[cell]["accuracy"]) for _, cell in direct_eq]
+    assert min(eq_accuracies) == 95 and max(eq_accuracies) == 100
+    assert round(100 * direct["mul_1_10"]["accuracy"]) == 2 and round(100 * direct["div_1_10"]["accuracy"]) == 12
+    assert all(direct[cell]["correct"] == 0 for cell in direct if cell.split("_")[0] in ("add", "sub"))
+    assert {stats["n"] for stats in direct.values()} == {100} and "N=100 per cell" in text

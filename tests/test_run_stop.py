@@ -14,9 +14,11 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 # The child: writes its pid, then one line per "request" until Ctrl-C, when it notes that it unwound.
+# (Ctrl-C's default handler is set again: a suite started in the background inherits SIGINT ignored.)
 CHILD = """
-import os, sys, time
+import os, signal, sys, time
 from pathlib import Path
+signal.signal(signal.SIGINT, signal.default_int_handler)
 folder = Path(sys.argv[1])
 (folder / "pid").write_text(str(os.getpid()))
 try:
@@ -72,8 +74,8 @@ def test_a_stopped_run_stops_its_child_which_keeps_what_it_finished(tmp_path, se
 
 
 def test_a_child_that_ignores_ctrl_c_is_terminated_after_the_grace_period(tmp_path):
-    stubborn = CHILD.replace("import os, sys, time",
-                             "import os, signal, sys, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)")
+    stubborn = CHILD.replace("signal.signal(signal.SIGINT, signal.default_int_handler)",
+                             "signal.signal(signal.SIGINT, signal.SIG_IGN)")
     parent, child = _start(tmp_path, grace=0.5, child=stubborn)
     parent.send_signal(signal.SIGTERM)
     assert parent.wait(60) == 143

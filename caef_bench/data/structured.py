@@ -103,11 +103,15 @@ def run_then_random(rng: random.Random, n: int) -> str:
     return _valid(run + rest if rng.random() < 0.75 else rest + run, rng)
 
 
-def change_digit(rng: random.Random, digits: str) -> str:
-    """digits with one digit replaced by another (never a new leading zero)."""
-    index = rng.randrange(len(digits))
+def replace_digit(rng: random.Random, digits: str, index: int) -> str:
+    """digits with the one at `index` replaced by another (never a new leading zero)."""
     choices = [d for d in "0123456789" if d != digits[index] and not (d == "0" and index == 0 and len(digits) > 1)]
     return digits[:index] + rng.choice(choices) + digits[index + 1:]
+
+
+def change_digit(rng: random.Random, digits: str) -> str:
+    """digits with one digit, at a uniform position, replaced by another (never a new leading zero)."""
+    return replace_digit(rng, digits, rng.randrange(len(digits)))
 
 
 OPERAND_MAKERS = (digit_run, periodic, round_number, run_then_random)

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from caef_bench.data.direct import direct_samples
 from caef_bench.data.explanations import stage1_preamble
+from caef_bench.data.structured import replace_digit
 from caef_bench.data.testsets import DEFAULT_DATA_DIR, all_cells, load_cell, named_rng, render_expr, solve
 from caef_bench.machines import ALIGNED_OPS, EXECUTOR_OPS, OPERATIONS, run
 from caef_bench.machines.text import split_units
@@ -122,9 +123,7 @@ def change_one_digit(a: int, rng: random.Random) -> tuple[int, int]:
     """a with one digit replaced by another (never a leading zero); returns (b, k), k counted from the right."""
     digits = str(a)
     k = rng.randrange(len(digits))
-    index = len(digits) - 1 - k
-    choices = [d for d in "0123456789" if d != digits[index] and not (d == "0" and index == 0 and len(digits) > 1)]
-    return int(digits[:index] + rng.choice(choices) + digits[index + 1:]), k
+    return int(replace_digit(rng, digits, len(digits) - 1 - k)), k
 
 
 def nines_on_top(rng: random.Random, length: int, few_share: float = 0.0) -> tuple[int, int]:

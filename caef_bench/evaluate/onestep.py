@@ -175,13 +175,15 @@ def one_step_accuracy(model, codec, kind: str, op: str, per_cell: int, seed: int
         return [codec.decode(speculative_greedy(model, codec, codec.prompt_ids(p), codec.completion_ids(d)[:-1], n)[0])
                 for p, n, d in zip(prompts, limits, drafts)]
 
+    return _score_cells(generate, codec, kind, op, per_cell, seed, structured)
+
+
+def _score_cells(generate, codec, kind: str, op: str, per_cell: int, seed: int, structured: bool) -> dict:
+    """score_cases on each of the adapter's cells, its cases drawn with `seed`."""
     cases_for = executor_cases if kind == "executor" else aligner_cases
-    results = {}
-    for cell in cells_for(op, kind, structured):
-        # The first few wrong outputs stay beside the numbers (score_cases): a miss in a thousand is worth reading.
-        results[cell] = score_cases(generate, cases_for(op, cell, per_cell, seed),
-                                    lambda text: len(codec.completion_ids(text)))
-    return results
+    # The first few wrong outputs stay beside the numbers (score_cases): a miss in a thousand is worth reading.
+    return {cell: score_cases(generate, cases_for(op, cell, per_cell, seed), lambda text: len(codec.completion_ids(text)))
+            for cell in cells_for(op, kind, structured)}
 
 
 EVERY_STEP_BATCH = 64  # transitions per batched call (the step model packs them into passes)
@@ -195,12 +197,19 @@ def every_step_accuracy(step_model, op: str, problems: int, seed: int, structure
     results = {}
     for cell in cells_for(op, structured=structured):
         cases = executor_cases(op, cell, problems, seed, every_step=True)
-        outputs = []
-        for start in range(0, len(cases), EVERY_STEP_BATCH):
-            chunk = cases[start:start + EVERY_STEP_BATCH]
-            outputs += [getattr(o, "text", o) for o in step_model.generate([prompt for prompt, _ in chunk], name)]
-        results[cell] = text_accuracy(cases, outputs)
+        results[cell] = text_accuracy(cases, _generate_in_batches(step_model, name, [prompt for prompt, _ in cases]))
     return results
+
+
+def _generate_in_batches(step_model, name: str, prompts: list[str], limits: list[int] | None = None) -> list[str]:
+    """The step model's greedy outputs for `prompts`, EVERY_STEP_BATCH per call (each capped by `limits`)."""
+    outputs = []
+    for start in range(0, len(prompts), EVERY_STEP_BATCH):
+        chunk = slice(start, start + EVERY_STEP_BATCH)
+        completions = (step_model.generate(prompts[chunk], name) if limits is None
+                       else step_model.generate(prompts[chunk], name, limits[chunk]))
+        outputs += [getattr(o, "text", o) for o in completions]
+    return outputs
 
 
 def batched_one_step_accuracy(step_model, kind: str, op: str, per_cell: int, seed: int,
@@ -209,18 +218,8 @@ def batched_one_step_accuracy(step_model, kind: str, op: str, per_cell: int, see
     many cases, as the runtime decodes): the same greedy outputs, the same cases, many times faster
     for a thousand cases per cell."""
     name = adapter_name(kind, op)
-    codec = step_model.codec_for(name)
-
-    def generate(prompts, limits, drafts):
-        outputs = []
-        for start in range(0, len(prompts), EVERY_STEP_BATCH):
-            chunk = slice(start, start + EVERY_STEP_BATCH)
-            outputs += [getattr(o, "text", o) for o in step_model.generate(prompts[chunk], name, limits[chunk])]
-        return outputs
-
-    cases_for = executor_cases if kind == "executor" else aligner_cases
-    return {cell: score_cases(generate, cases_for(op, cell, per_cell, seed), lambda text: len(codec.completion_ids(text)))
-            for cell in cells_for(op, kind, structured)}
+    generate = lambda prompts, limits, drafts: _generate_in_batches(step_model, name, prompts, limits)  # noqa: E731
+    return _score_cells(generate, step_model.codec_for(name), kind, op, per_cell, seed, structured)
 
 
 def one_step_check(per_cell: int, seed: int) -> Callable[[Any, Any, str, str], dict]:

@@ -202,3 +202,13 @@ def test_what_the_readme_says_of_the_committed_results_is_what_they_hold():
     assert round(100 * direct["mul_1_10"]["accuracy"]) == 2 and round(100 * direct["div_1_10"]["accuracy"]) == 12
     assert all(direct[cell]["correct"] == 0 for cell in direct if cell.split("_")[0] in ("add", "sub"))
     assert {stats["n"] for stats in direct.values()} == {100} and "N=100 per cell" in text
+
+
+def test_the_readme_quotes_the_recorded_main_job_time():
+    """The main job's time in the README is the one docs/main-job-timing.md records from a run's own output."""
+    record = (ROOT / "docs" / "main-job-timing.md").read_text()
+    parts = dict(re.findall(r"^== part (\w+) took (\d+)m\d\ds$", record, re.M))
+    total = re.search(r"^== the main job took (\d+)m\d\ds$", record, re.M)
+    assert total and {"testsets", "trace", "table1", "table2"} <= set(parts)
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"a measured run took {int(total[1])} min on 2 CPU cores, {int(parts['table1'])} of them Table 1" in readme

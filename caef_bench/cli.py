@@ -447,6 +447,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="override the share of samples whose operands are structured: runs of one digit, periodic "
                             "patterns, round numbers, a run then random digits, equal operands, one digit apart, "
                             "b = 0 or 1 (caef_bench/data/structured.py)")
+    train.add_argument("--structured-long-share", type=float,
+                       help="override the share of the structured samples whose two operands have one length of more "
+                            "than 50 digits (what the repeated-digit cells hold; uniform classes seldom draw them)")
     train.add_argument("--composer-share", type=float,
                        help="override the share of add and gt samples drawn from the calls inside SUB, MUL, DIV runs")
     train.add_argument("--position-scheme", choices=SCHEMES,

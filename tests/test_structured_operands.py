@@ -125,3 +125,22 @@ def test_a_machine_source_draws_structured_operands_at_its_share_and_leaves_othe
     # with no share, the draws are those the source made before the share existed
     again = MachineSource(adapters, 100, seed=1, structured_share=0.0)
     assert [s["prompt"] for s in again.batch(3, 16)] == [s["prompt"] for s in plain.batch(3, 16)]
+
+
+def test_a_long_structured_share_draws_two_long_operands_of_one_length():
+    from caef_bench.train.sources import MachineSource
+
+    adapters = [("aligner", "sub"), ("executor", "gt"), ("executor", "left_mask")]
+    base = MachineSource(adapters, 100, seed=2, structured_share=1.0)
+    tilted = MachineSource(adapters, 100, seed=2, structured_share=1.0, structured_long_share=1.0)
+    assert ":structured=1.0:structured_long=1.0" in tilted.fingerprint and "long" not in base.fingerprint
+
+    def lengths(source):  # (the small kind's b is 0 or 1 whatever the class)
+        return [(len(s["meta"]["a"]), len(s["meta"]["b"])) for step in range(4) for s in source.batch(step, 32)
+                if s["meta"]["op"] != "left_mask" and s["meta"]["structured"] != "small"]
+
+    # sub may swap its operands, never change their lengths; every pair is one length above 50 digits
+    assert all(la == lb > 50 for la, lb in lengths(tilted))
+    assert sum(la == lb > 50 for la, lb in lengths(base)) < len(lengths(base)) / 2
+    masks = [len(s["meta"]["a"]) for step in range(4) for s in tilted.batch(step, 32) if s["meta"]["op"] == "left_mask"]
+    assert masks and min(masks) > 50

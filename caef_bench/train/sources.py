@@ -101,7 +101,8 @@ class MachineSource:
     digits, equal operands, one digit apart, b = 0 or 1) in the class's lengths. Random digits hold
     such operands almost never, and a model trained on them alone may find a cell by its
     neighbours' content, which a run of equal digits no longer tells apart
-    (docs/structured-operands.md).
+    (docs/structured-operands.md). A share `structured_long_share` of those draw two operands of one
+    length above 50 digits (LEFT_MASK: one operand that long), as the repeated-digit cells hold them.
     """
 
     SHORT = 10
@@ -118,12 +119,13 @@ class MachineSource:
                  edge_weight: float = 0.25, excluded: frozenset[str] = frozenset(), curriculum_steps: int = 0,
                  equal_share: float = 0.0, short_share: float = 0.0, same_share: float = 0.0, near_share: float = 0.0,
                  composer_share: float = 0.0, nines_share: float = 0.0, return_share: float = 0.0,
-                 long_share: float = 0.0, structured_share: float = 0.0):
+                 long_share: float = 0.0, structured_share: float = 0.0, structured_long_share: float = 0.0):
         self.adapters, self.max_len, self.seed, self.stage = adapters, max_len, seed, stage
         self.edge_weight, self.excluded, self.curriculum_steps = edge_weight, excluded, curriculum_steps
         self.equal_share, self.short_share, self.long_share = equal_share, short_share, long_share
         self.same_share, self.near_share, self.composer_share = same_share, near_share, composer_share
         self.nines_share, self.return_share, self.structured_share = nines_share, return_share, structured_share
+        self.structured_long_share = structured_long_share
         # (op, longest, pool) -> classes: filtering 10,000 classes per sample dominated the sampling time
         self._allowed: dict[tuple[str, int | None, str], list] = {}
         self.fingerprint = f"machines:{adapters}:{max_len}:{stage}:{edge_weight}:{curriculum_steps}"
@@ -143,6 +145,8 @@ class MachineSource:
             self.fingerprint += f":returns={return_share}"
         if structured_share:
             self.fingerprint += f":structured={structured_share}"
+            if structured_long_share:
+                self.fingerprint += f":structured_long={structured_long_share}"
         if any(op == "left_mask" for _, op in adapters):
             self.fingerprint += ":left_mask_tail3"  # its samples lean on the last steps (see sample)
 
@@ -170,6 +174,9 @@ class MachineSource:
                 allowed = [c for c in allowed if max(c) <= self.SHORT]
             elif pool == "long":
                 allowed = [c for c in allowed if max(c) > self.LONG] or allowed  # (a curriculum below LONG: all)
+            elif pool == "equal_long":  # two operands of one length above LONG (LEFT_MASK's one operand)
+                allowed = ([c for c in allowed if c[0] == c[1] and c[0] > self.LONG]
+                           or [c for c in allowed if max(c) > self.LONG] or allowed)
             self._allowed[(op, longest, pool)] = allowed
         return allowed
 
@@ -254,6 +261,12 @@ class MachineSource:
         # (drawn only with a share, so that other streams stay as they were)
         if self.structured_share and rng.random() < self.structured_share:
             pair = "structured"
+            # The repeated-digit cells pair two operands of one length; uniform classes draw two
+            # 100-digit structured operands once in a few thousand samples, and round 1's aligners
+            # still miscopied exactly those (docs/structured-operands.md).
+            if (self.structured_long_share and op not in ("mul", "div")
+                    and rng.random() < self.structured_long_share):
+                allowed = self._classes(op, longest, "equal_long")
         elif op in self.PAIRED and (self.same_share or self.near_share):
             roll = rng.random()
             pair = "same" if roll < self.same_share else "near" if roll < self.same_share + self.near_share else "random"

@@ -1,13 +1,14 @@
-"""Training on a lent accelerator, in one prepared call: every CAEF adapter trained further from the shipped
-one with structured operands in its draws (docs/structured-operands.md), and the LoRA-direct learning curve
-(`caef-bench train-curve`, standard position ids, into RUN/direct_curve) for every operator, in parallel processes that share the
-GPU and its CPU cores.
+"""Training on a lent accelerator, in one prepared call: every CAEF adapter trained further from those of
+--adapter-init (default the shipped tier) with structured operands in its draws (docs/structured-operands.md),
+and with --direct the LoRA-direct learning curve (`caef-bench train-curve`, standard position ids, into
+RUN/direct_curve) for every operator, in parallel processes that share the GPU and its CPU cores.
 
     python benchmarks/accelerator/training_round.py --out DIR [--device cuda] [--scale 1] [--minutes 5]
+        [--adapter-init checkpoints/tiny] [--direct]
 
 Each stream is one `caef-bench train` or `train-curve` command (recorded in every manifest it writes);
 `--scale` multiplies the CAEF streams' step counts (a CPU smoke run: --scale 0.01 --device cpu
---direct-steps 2); `--minutes` stops every stream at that wall time (the same command goes on from its
+--batch 8); `--minutes` stops every stream at that wall time (the same command goes on from its
 checkpoints). What comes back, in the official layout and without optimizer state, to be checked on the
 CPU before anything is shipped: DIR/caef_adapters.tgz (executors/, aligners/), DIR/direct_*.tgz (the
 curve's snapshots, frac_<n>_<d>/direct/<op>/), DIR/logs.tgz (every stream's log and loss curves).
@@ -25,21 +26,30 @@ import tarfile
 import time
 from pathlib import Path
 
-CAEF = ["train", "--preset", "tiny", "--base", "checkpoints/tiny/base", "--adapter-init", "checkpoints/tiny",
-        "--batch", "128", "--eval-per-cell", "0", "--quiet"]
-# (name, settings, steps per adapter, batch-building processes: the machines draw a batch of 128 in
-# 15-70 ms on one core, the GPU is what bounds a step). The aligners all move to index hints
-# (coupled-hints, as add's and sub's are); every adapter keeps its plan's shares
-# (train.presets.TINY_ADAPTER_PLANS) and draws structured operands besides.
+CAEF = ["train", "--preset", "tiny", "--base", "checkpoints/tiny/base", "--eval-per-cell", "0", "--quiet",
+        "--position-scheme", "coupled-hints"]
+# Round 2 (name, settings, steps per adapter, batch-building processes: the machines draw a batch of
+# 128 in 15-70 ms on one core, the GPU is what bounds a step). Round 1 (160-200 steps, structured
+# share 0.4-0.5, lengths uniform) left the 100-digit repeated cells failing at aligner (I); a CPU
+# pilot from round 1's aligner_sub with half of the structured draws two operands of one length
+# above 50 digits (--structured-long-share 0.5; 300 steps of 32) took rep_sub_100_p1's conversions
+# from 3/20 to 15/20 and every other repeated sub cell to 20/20 (docs/structured-operands.md). So
+# every adapter trains with that share, and for more steps; all move to index hints (coupled-hints).
+# Each keeps its plan's other shares (train.presets.TINY_ADAPTER_PLANS); the aligners are split two
+# or three to a stream so that no stream runs much longer than the executors'.
+LONG = ["--structured-long-share", "0.5"]
 CAEF_STREAMS = [
-    ("aligners_a", ["--executors", "", "--aligners", "add,sub,gt", "--position-scheme", "coupled-hints",
-                    "--structured-share", "0.5", "--lr", "3e-4"], 160, 1),
-    ("aligners_b", ["--executors", "", "--aligners", "lt,eq,mul,div", "--position-scheme", "coupled-hints",
-                    "--structured-share", "0.5", "--lr", "3e-4"], 160, 1),
-    ("add_sub", ["--executors", "add,sub", "--aligners", "", "--structured-share", "0.4", "--lr", "2e-4"], 200, 1),
-    ("comparisons", ["--executors", "gt,lt,eq", "--aligners", "", "--structured-share", "0.5", "--lr", "3e-4"], 160, 1),
-    ("helpers", ["--executors", "left_mask,reflection,mul,div", "--aligners", "", "--structured-share", "0.5",
-                 "--lr", "3e-4"], 120, 1),
+    ("aligners_a", ["--executors", "", "--aligners", "add,sub", "--structured-share", "0.5", *LONG, "--lr", "3e-4"],
+     400, 1),
+    ("aligners_b", ["--executors", "", "--aligners", "gt,lt", "--structured-share", "0.5", *LONG, "--lr", "3e-4"],
+     400, 1),
+    ("aligners_c", ["--executors", "", "--aligners", "eq,mul,div", "--structured-share", "0.5", *LONG, "--lr", "3e-4"],
+     300, 1),
+    ("add_sub", ["--executors", "add,sub", "--aligners", "", "--structured-share", "0.4", *LONG, "--lr", "2e-4"], 400, 1),
+    ("comparisons", ["--executors", "gt,lt,eq", "--aligners", "", "--structured-share", "0.5", *LONG, "--lr", "3e-4"],
+     300, 1),
+    ("helpers", ["--executors", "left_mask,reflection,mul,div", "--aligners", "", "--structured-share", "0.5", *LONG,
+                 "--lr", "3e-4"], 200, 1),
 ]
 # The LoRA-direct curve: one run per operator to its whole budget (the samples of its CAEF executor and
 # aligner), snapshots at each fraction; the largest budgets get a process of their own.
@@ -53,9 +63,13 @@ def main(argv=None) -> int:
     parser.add_argument("--run", default="work/training_round", help="the CAEF streams' folders (resumable)")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply the CAEF streams' steps")
+    parser.add_argument("--batch", type=int, default=128,
+                        help="the CAEF streams' batch (a CPU smoke run: 8; six streams of 128 fill 24 GB)")
     parser.add_argument("--direct-steps", type=int, help="the curve runs' steps (default: each whole budget)")
     parser.add_argument("--minutes", type=float, default=5.0, help="stop every stream after this many minutes")
-    parser.add_argument("--no-direct", action="store_true")
+    parser.add_argument("--direct", action="store_true", help="also the LoRA-direct curve (round 1 made it)")
+    parser.add_argument("--adapter-init", default="checkpoints/tiny",
+                        help="the tier whose adapters this round trains further (and the candidate's other adapters)")
     parser.add_argument("--candidate", help="also write the shipped tier with this round's finished adapters "
                                             "in place of its own here (what the same call then evaluates)")
     args = parser.parse_args(argv)
@@ -69,9 +83,11 @@ def main(argv=None) -> int:
     stop = ["--stop-after", str(60 * args.minutes), "--device", args.device]
     commands = {}
     for name, settings, steps, workers in CAEF_STREAMS:
-        commands[name] = [*CAEF, *settings, "--out", str(run / name), "--stage2-steps",
-                          str(max(2, round(steps * args.scale))), "--workers", str(workers if gpu else 0), *stop]
-    for ops in ([] if args.no_direct else DIRECT_STREAMS):
+        commands[name] = [*CAEF, "--batch", str(args.batch), "--adapter-init", args.adapter_init, *settings,
+                          "--out", str(run / name),
+                          "--stage2-steps", str(max(2, round(steps * args.scale))), "--workers",
+                          str(workers if gpu else 0), *stop]
+    for ops in (DIRECT_STREAMS if args.direct else []):
         commands["direct_" + "_".join(ops)] = [
             "train-curve", "--ops", ",".join(ops), "--fractions", FRACTIONS, "--out", str(curve), "--quiet",
             "--workers", "1" if gpu else "0", *stop,
@@ -91,7 +107,8 @@ def main(argv=None) -> int:
     pack(out, run, curve, [name for name, *_ in CAEF_STREAMS])
     print(f"packed in {time.monotonic() - started:.0f} s", flush=True)
     if args.candidate:
-        replaced = assemble_candidate(run, [name for name, *_ in CAEF_STREAMS], Path(args.candidate))
+        replaced = assemble_candidate(run, [name for name, *_ in CAEF_STREAMS], Path(args.candidate),
+                                      Path(args.adapter_init))
         print(f"candidate {args.candidate}: {', '.join(replaced) or 'no adapter replaced'}", flush=True)
     return max(codes.values(), default=0)
 
@@ -131,6 +148,8 @@ def pack(out: Path, run: Path, curve: Path, streams: list[str]) -> None:
             for folder in finished_adapters(run, [stream]):
                 tar.add(folder, arcname=str(folder.relative_to(run / stream)), filter=_no_run_state)
     for name, ops in (("direct_a", ("add", "sub", "gt", "lt")), ("direct_b", ("eq", "mul", "div"))):
+        if not curve.is_dir():  # (no --direct)
+            break
         with tarfile.open(out / f"{name}.tgz", "w:gz") as tar:
             for snapshot in sorted(curve.glob("frac_*/direct/*")):
                 if snapshot.name in ops:

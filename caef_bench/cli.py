@@ -449,7 +449,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "b = 0 or 1 (caef_bench/data/structured.py)")
     train.add_argument("--structured-long-share", type=float,
                        help="override the share of the structured samples whose two operands have one length of more "
-                            "than 50 digits (what the repeated-digit cells hold; uniform classes seldom draw them)")
+                            "than 50 digits (what the 50- and 100-digit repeated-digit cells hold)")
     train.add_argument("--composer-share", type=float,
                        help="override the share of add and gt samples drawn from the calls inside SUB, MUL, DIV runs")
     train.add_argument("--position-scheme", choices=SCHEMES,

@@ -33,8 +33,9 @@ CAEF = ["train", "--preset", "tiny", "--base", "checkpoints/tiny/base", "--eval-
 # share 0.4-0.5, lengths uniform) left the 100-digit repeated cells failing at aligner (I); a CPU
 # pilot from round 1's aligner_sub with half of the structured draws two operands of one length
 # above 50 digits (--structured-long-share 0.5; 300 steps of 32) took rep_sub_100_p1's conversions
-# from 3/20 to 15/20 and every other repeated sub cell to 20/20 (docs/structured-operands.md). So
-# every adapter trains with that share, and for more steps; all move to index hints (coupled-hints).
+# from 3/20 to 15/20 and every other 50/100-digit repeated sub cell to 19/20 or 20/20
+# (docs/structured-operands.md). So every adapter trains with that share, and for more steps; all
+# move to index hints (coupled-hints).
 # Each keeps its plan's other shares (train.presets.TINY_ADAPTER_PLANS); the aligners are split two
 # or three to a stream so that no stream runs much longer than the executors'.
 LONG = ["--structured-long-share", "0.5"]

@@ -17,17 +17,10 @@ import argparse
 import fnmatch
 import json
 
-from caef_bench.data.testsets import all_cells
-from caef_bench.evaluate.onestep import (STRUCTURED, STRUCTURED_LENGTHS, _generate_in_batches, aligner_cases,
-                                         executor_cases)
-from caef_bench.evaluate.scoring import text_accuracy
+from caef_bench.data.testsets import CELLS, all_cells
+from caef_bench.evaluate.onestep import (STRUCTURED, STRUCTURED_LENGTHS, aligner_cases, executor_cases,
+                                         generate_in_batches, score_cases)
 from caef_bench.runtime.hf import load_step_model
-
-
-def cell_op(cell: str) -> str:
-    """The operator of a test cell: add_100 -> add, rep_sub_100_p1 -> sub."""
-    parts = cell.split("_")
-    return parts[1] if parts[0] == "rep" else parts[0]
 
 
 def main() -> None:
@@ -53,19 +46,19 @@ def main() -> None:
     print("| cell | exact | first miss |\n|---|---|---|")
     results = {}
     for cell in cells:
-        op = args.op or cell_op(cell)
+        op = args.op or CELLS[cell].op
         name = f"{args.kind}_{op}"
         step_model.activate(name)
         cases_for = aligner_cases if args.kind == "aligner" else executor_cases
         cases = cases_for(op, cell, args.per_cell, args.seed)
         codec = step_model.codec_for(name)
-        limits = [len(codec.completion_ids(expected)) + 1 for _, expected in cases]
-        outputs = _generate_in_batches(step_model, name, [prompt for prompt, _ in cases], limits)
-        if args.kind == "aligner":
-            parts = {"(I)": text_accuracy(cases[0::2], outputs[0::2], keep=3),
-                     "(O)": text_accuracy(cases[1::2], outputs[1::2], keep=3)}
-        else:
-            parts = {"": text_accuracy(cases, outputs, keep=3)}
+
+        def score(some_cases, name=name, codec=codec):  # batched, as `onestep` measures on a step model
+            return score_cases(lambda prompts, limits, drafts: generate_in_batches(step_model, name, prompts, limits),
+                               some_cases, lambda text: len(codec.completion_ids(text)), keep=3)
+
+        # (aligner cases alternate: even ones expression -> start state, odd ones halt state -> expression)
+        parts = {"(I)": score(cases[0::2]), "(O)": score(cases[1::2])} if args.kind == "aligner" else {"": score(cases)}
         results[f"{name}/{cell}"] = parts
         for part, scored in parts.items():
             miss = scored["failures"][:1]

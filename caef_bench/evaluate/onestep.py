@@ -197,11 +197,11 @@ def every_step_accuracy(step_model, op: str, problems: int, seed: int, structure
     results = {}
     for cell in cells_for(op, structured=structured):
         cases = executor_cases(op, cell, problems, seed, every_step=True)
-        results[cell] = text_accuracy(cases, _generate_in_batches(step_model, name, [prompt for prompt, _ in cases]))
+        results[cell] = text_accuracy(cases, generate_in_batches(step_model, name, [prompt for prompt, _ in cases]))
     return results
 
 
-def _generate_in_batches(step_model, name: str, prompts: list[str], limits: list[int] | None = None) -> list[str]:
+def generate_in_batches(step_model, name: str, prompts: list[str], limits: list[int] | None = None) -> list[str]:
     """The step model's greedy outputs for `prompts`, EVERY_STEP_BATCH per call (each capped by `limits`)."""
     outputs = []
     for start in range(0, len(prompts), EVERY_STEP_BATCH):
@@ -218,7 +218,7 @@ def batched_one_step_accuracy(step_model, kind: str, op: str, per_cell: int, see
     many cases, as the runtime decodes): the same greedy outputs, the same cases, many times faster
     for a thousand cases per cell."""
     name = adapter_name(kind, op)
-    generate = lambda prompts, limits, drafts: _generate_in_batches(step_model, name, prompts, limits)  # noqa: E731
+    generate = lambda prompts, limits, drafts: generate_in_batches(step_model, name, prompts, limits)  # noqa: E731
     return _score_cells(generate, step_model.codec_for(name), kind, op, per_cell, seed, structured)
 
 

@@ -261,9 +261,9 @@ class MachineSource:
         # (drawn only with a share, so that other streams stay as they were)
         if self.structured_share and rng.random() < self.structured_share:
             pair = "structured"
-            # The repeated-digit cells pair two operands of one length; uniform classes draw two
-            # 100-digit structured operands once in a few thousand samples, and round 1's aligners
-            # still miscopied exactly those (docs/structured-operands.md).
+            # The 50- and 100-digit repeated cells pair two operands of one length; under aligner_sub's
+            # plan one sample in nine is such a structured pair, and round 1's aligners still
+            # miscopied exactly those (docs/structured-operands.md).
             if (self.structured_long_share and op not in ("mul", "div")
                     and rng.random() < self.structured_long_share):
                 allowed = self._classes(op, longest, "equal_long")

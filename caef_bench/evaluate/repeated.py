@@ -234,7 +234,9 @@ def run_repeated(request: RepeatedRequest, say=print) -> dict:
                                                    device=request.device)
         records, _ = records_folder(step_model, tier, request.records)
         results.update(tier=tier, weights=step_model.fingerprint, adapters=step_model.adapter_fingerprints,
-                       position_scheme=getattr(step_model.codec, "scheme", None), records=str(records))
+                       position_scheme=getattr(step_model.codec, "scheme", None),
+                       adapter_position_schemes={name: codec.scheme for name, codec in sorted(step_model.codecs.items())},
+                       records=str(records))
         say(f"{system.name}: {len(own_cells)} cells, {limit or 'all'} problems each, traced (records: {records}/)")
         cells_done = run_caef_repeated(step_model, own_cells, limit, records, progress=lambda cell, r: say(
             f"  {cell}: {r['end_to_end']['n'] - r['end_to_end']['correct']}/{r['end_to_end']['n']} wrong"))

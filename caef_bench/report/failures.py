@@ -212,7 +212,12 @@ def findings(results: dict) -> list[str]:
             verdict = "no difference this N can show"
         on = ""
         if system.get("kind") == "caef" and results.get("position_scheme"):
-            on = f" (the {results['tier']} tier, position scheme `{results['position_scheme']}`)"
+            # Adapters may carry their own scheme (the aligners' index hints): name them, not just the tier's.
+            own = {}
+            for adapter, scheme in (results.get("adapter_position_schemes") or {}).items():
+                own.setdefault(scheme, []).append(adapter)
+            also = "".join(f"; `{scheme}` for {', '.join(names)}" for scheme, names in sorted(own.items()))
+            on = f" (the {results['tier']} tier, position scheme `{results['position_scheme']}`{also})"
         sentence = (f"**`{name}`**{on}: {verdict}: {_rate_text(patterns)} of the repeated-digit problems answered "
                     f"wrong against {_rate_text(control)} of the random controls (Fisher p = {_p_text(p)}).")
         by_length = []

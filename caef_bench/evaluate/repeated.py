@@ -29,7 +29,7 @@ from caef_bench.evaluate.scoring import extract_answer, wilson_interval
 from caef_bench.evaluate.suites import records_folder, run_caef
 from caef_bench.evaluate.systems import System
 from caef_bench.evaluate.table1 import read_samples, reply_text, run_system, system_folder
-from caef_bench.models.names import adapter_name
+from caef_bench.models.names import adapter_name, split_adapter_name
 
 CONTROL = "control"
 STYLE_OF_GROUP = {"caef_table1": "bare", "caef_table1_direct": "direct", "caef_table1_chat": "chat"}
@@ -235,7 +235,9 @@ def run_repeated(request: RepeatedRequest, say=print) -> dict:
         records, _ = records_folder(step_model, tier, request.records)
         results.update(tier=tier, weights=step_model.fingerprint, adapters=step_model.adapter_fingerprints,
                        position_scheme=getattr(step_model.codec, "scheme", None),
-                       adapter_position_schemes={name: codec.scheme for name, codec in sorted(step_model.codecs.items())},
+                       # CAEF's own adapters; LoRA-direct ones in the same folder play no part here
+                       adapter_position_schemes={name: codec.scheme for name, codec in sorted(step_model.codecs.items())
+                                                 if split_adapter_name(name)[0] != "direct"},
                        records=str(records))
         say(f"{system.name}: {len(own_cells)} cells, {limit or 'all'} problems each, traced (records: {records}/)")
         cells_done = run_caef_repeated(step_model, own_cells, limit, records, progress=lambda cell, r: say(

@@ -58,7 +58,6 @@ def test_findings_follow_the_numbers():
     assert (row["rate"]["errors"], row["control"]["errors"]) == (30, 2) and row["p"] < 1e-6
 
 
-
 def test_findings_name_the_adapters_own_position_schemes():
     """A tier whose aligners carry index hints says so; it is not all the tier's scheme."""
     results = _results(30, 2)
@@ -67,6 +66,7 @@ def test_findings_name_the_adapters_own_position_schemes():
     results["adapter_position_schemes"] = {"aligner_add": "coupled-hints", "aligner_sub": "coupled-hints"}
     assert ("position scheme `coupled-expr`; `coupled-hints` for aligner_add, aligner_sub)"
             in findings(results)[0])
+
 
 def _drop_one_cell_of_a_run(prompt: str, output: str) -> str:
     """Aligner (I) writing a run of a digit one cell short (|8|8|8 as |8|8): the paper's missing repetition."""

@@ -148,9 +148,8 @@ def pack(out: Path, run: Path, curve: Path, streams: list[str]) -> None:
         for stream in streams:
             for folder in finished_adapters(run, [stream]):
                 tar.add(folder, arcname=str(folder.relative_to(run / stream)), filter=_no_run_state)
-    for name, ops in (("direct_a", ("add", "sub", "gt", "lt")), ("direct_b", ("eq", "mul", "div"))):
-        if not curve.is_dir():  # (no --direct)
-            break
+    direct_archives = (("direct_a", ("add", "sub", "gt", "lt")), ("direct_b", ("eq", "mul", "div")))
+    for name, ops in direct_archives if curve.is_dir() else ():  # (no curve without --direct)
         with tarfile.open(out / f"{name}.tgz", "w:gz") as tar:
             for snapshot in sorted(curve.glob("frac_*/direct/*")):
                 if snapshot.name in ops:

@@ -24,12 +24,17 @@ $python benchmarks/accelerator/training_round.py --out "$out" --device "$device"
     --scale "$scale" --batch "$batch" --adapter-init "$init" --candidate work/candidate 2>&1 | tee -a "$out/device.log"
 say "training round done"
 gate=(--checkpoints work/candidate --structured --device "$device")
-per_cell=1000; problems=20; processes=12
+per_cell=1000; problems=20; processes=8
 [ "$device" = cpu ] && per_cell=4 && problems=1 && processes=2
-# The gates: one-step at $per_cell cases per cell on random and structured cells, every step of
-# $problems problems per cell for each executor (a 100-digit run needs ~99.99% per step).
-timeout "$eval_seconds" $python -m caef_bench onestep "${gate[@]}" --per-cell "$per_cell" --out work/gates/onestep \
-    > work/gates_onestep.log 2>&1 &
+# The gates: one-step at $per_cell cases per cell on random and structured cells, in four processes
+# (the executors in three groups, the aligners) so that each adapter is reached within the call; every
+# step of $problems problems per cell for each executor (a 100-digit run needs ~99.99% per step).
+groups=("gt,lt,eq|" "add,sub|" "reflection,left_mask,mul,div|" "|add,sub,gt,lt,eq,mul,div")
+for group in "${groups[@]}"; do
+    executors=${group%|*}; aligners=${group#*|}; name=${executors:-aligners}; name=${name//,/_}
+    timeout "$eval_seconds" $python -m caef_bench onestep "${gate[@]}" --executors "$executors" --aligners "$aligners" \
+        --per-cell "$per_cell" --out "work/gates/onestep_$name" > "work/gates_onestep_$name.log" 2>&1 &
+done
 timeout "$eval_seconds" $python -m caef_bench onestep "${gate[@]}" --aligners "" --every-step --per-cell "$problems" \
     --out work/gates/every_step > work/gates_every_step.log 2>&1 &
 timeout "$eval_seconds" $python benchmarks/accelerator/full_evaluation.py --out work/device_eval --device "$device" \
@@ -39,5 +44,6 @@ say "evaluation stopped (exit $?)"
 wait
 $python benchmarks/accelerator/full_evaluation.py --out work/device_eval --checkpoints work/candidate --pack-only \
     --bring-back "$out" 2>&1 | tee -a "$out/device.log"
-tar czf "$out/evaluation.tgz" -C work gates device_eval gates_onestep.log gates_every_step.log device_eval.log
+mkdir -p work/gates  # (a gate that never started leaves no folder)
+(cd work && tar czf - gates device_eval gates_*.log device_eval.log) > "$out/evaluation.tgz"
 say "packed: $(ls "$out" | tr '\n' ' ')"

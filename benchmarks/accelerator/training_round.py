@@ -28,29 +28,34 @@ from pathlib import Path
 
 CAEF = ["train", "--preset", "tiny", "--base", "checkpoints/tiny/base", "--eval-per-cell", "0", "--quiet",
         "--position-scheme", "coupled-hints"]
+
+
 # Round 2 (name, settings, steps per adapter, batch-building processes: the machines draw a batch of
-# 128 in 15-70 ms on one core, the GPU is what bounds a step). Round 1 (160-200 steps, structured
-# share 0.4-0.5, lengths uniform) left the 100-digit repeated cells failing at aligner (I); a CPU
-# pilot from round 1's aligner_sub with half of the structured draws two operands of one length
-# above 50 digits (--structured-long-share 0.5; 300 steps of 32) took rep_sub_100_p1's conversions
-# from 3/20 to 15/20 and every other 50/100-digit repeated sub cell to 19/20 or 20/20
-# (docs/structured-operands.md). So every adapter trains with that share, and for more steps; all
-# move to index hints (coupled-hints).
-# Each keeps its plan's other shares (train.presets.TINY_ADAPTER_PLANS); the aligners are split two
-# or three to a stream so that no stream runs much longer than the executors'.
-LONG = ["--structured-long-share", "0.5"]
+# 128 in 15-70 ms on one core, the GPU is what bounds a step). Round 1 (160-200 steps of 128,
+# structured share 0.4-0.5, lengths uniform) left the 100-digit repeated cells failing at aligner (I);
+# CPU pilots from round 1's weights with half or more of the structured draws two operands of one
+# length above 50 digits (--structured-long-share 0.5-0.6, 240-300 steps of 32) mended most of the
+# aligners and moved the comparison executors' 100-digit p1 steps from 15-30% to 57-84%
+# (docs/structured-operands.md). Round 2 starts from that pilot tier (--adapter-init) and gives every
+# adapter three to four times round 1's steps: nine streams, one or two executors or two or three
+# aligners each, sized by round 1's rates on the H200 (2-6 steps of 128 a second per stream, ten
+# streams sharing the GPU) to end in about five and a half minutes.
+# Each keeps its plan's other shares (train.presets.TINY_ADAPTER_PLANS).
+def _stream(executors: str, aligners: str, lr: str, long_share: str = "0.6") -> list[str]:
+    return ["--executors", executors, "--aligners", aligners, "--structured-share", "0.5",
+            "--structured-long-share", long_share, "--lr", lr]
+
+
 CAEF_STREAMS = [
-    ("aligners_a", ["--executors", "", "--aligners", "add,sub", "--structured-share", "0.5", *LONG, "--lr", "3e-4"],
-     400, 1),
-    ("aligners_b", ["--executors", "", "--aligners", "gt,lt", "--structured-share", "0.5", *LONG, "--lr", "3e-4"],
-     400, 1),
-    ("aligners_c", ["--executors", "", "--aligners", "eq,mul,div", "--structured-share", "0.5", *LONG, "--lr", "3e-4"],
-     300, 1),
-    ("add_sub", ["--executors", "add,sub", "--aligners", "", "--structured-share", "0.4", *LONG, "--lr", "2e-4"], 400, 1),
-    ("comparisons", ["--executors", "gt,lt,eq", "--aligners", "", "--structured-share", "0.5", *LONG, "--lr", "3e-4"],
-     300, 1),
-    ("helpers", ["--executors", "left_mask,reflection,mul,div", "--aligners", "", "--structured-share", "0.5", *LONG,
-                 "--lr", "3e-4"], 200, 1),
+    ("executor_add", _stream("add", "", "2e-4"), 600, 1),
+    ("executor_sub", _stream("sub", "", "2e-4", "0.5"), 600, 1),
+    ("executor_gt", _stream("gt", "", "2e-4"), 800, 1),
+    ("executor_lt", _stream("lt", "", "2e-4"), 800, 1),
+    ("eq_reflection", _stream("eq,reflection", "", "2e-4"), 400, 1),
+    ("helpers", _stream("left_mask,mul,div", "", "2e-4"), 300, 1),
+    ("aligners_a", _stream("", "add,sub", "3e-4", "0.5"), 400, 1),
+    ("aligners_b", _stream("", "gt,lt", "3e-4", "0.5"), 450, 1),
+    ("aligners_c", _stream("", "eq,mul,div", "3e-4", "0.5"), 400, 1),
 ]
 # The LoRA-direct curve: one run per operator to its whole budget (the samples of its CAEF executor and
 # aligner), snapshots at each fraction; the largest budgets get a process of their own.

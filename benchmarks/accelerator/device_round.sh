@@ -3,16 +3,16 @@
 # then, on the shipped tier with that round's adapters in place (work/candidate), the one-step gates and
 # the full-size evaluation side by side, each stopped at its time; what comes back lands in OUT.
 #
-#   benchmarks/accelerator/device_round.sh OUT [DEVICE] [TRAIN_MIN] [EVAL_S] [SCALE] [INIT]
+#   benchmarks/accelerator/device_round.sh OUT [DEVICE] [TRAIN_MIN] [EVAL_S] [SCALE] [INIT] [PLAN]
 #
 # INIT: the tier whose adapters the round trains further (default checkpoints/tiny, the shipped ones;
-# carry another, e.g. round 1's work/candidate_r1, with the call).
+# carry another, e.g. round 1's work/candidate_r1, with the call). PLAN: training_round.py --plan.
 #
 # On the CPU, to try every step of it before spending device time:
 #   benchmarks/accelerator/device_round.sh work/device_smoke cpu 1 120 0.01
 set -u
 out=${1:?OUT folder}; device=${2:-cuda}; train_minutes=${3:-4.5}; eval_seconds=${4:-200}; scale=${5:-1}
-init=${6:-checkpoints/tiny}
+init=${6:-checkpoints/tiny}; plan=${7:-round2}
 python=${PYTHON:-python3}
 mkdir -p "$out" work
 started=$SECONDS
@@ -21,7 +21,7 @@ say "device round on $device: training ${train_minutes} min from $init, evaluati
 batch=128
 [ "$device" = cpu ] && batch=8  # (six streams of 128 fill a 24 GB machine's memory)
 $python benchmarks/accelerator/training_round.py --out "$out" --device "$device" --minutes "$train_minutes" \
-    --scale "$scale" --batch "$batch" --adapter-init "$init" --candidate work/candidate 2>&1 | tee -a "$out/device.log"
+    --scale "$scale" --batch "$batch" --adapter-init "$init" --plan "$plan" --candidate work/candidate 2>&1 | tee -a "$out/device.log"
 say "training round done"
 gate=(--checkpoints work/candidate --structured --device "$device")
 per_cell=1000; problems=20; processes=8

@@ -57,6 +57,22 @@ CAEF_STREAMS = [
     ("aligners_b", _stream("", "gt,lt", "3e-4", "0.5"), 450, 1),
     ("aligners_c", _stream("", "eq,mul,div", "3e-4", "0.5"), 400, 1),
 ]
+# Round 2b, from round 2's tier: the executors that broke round 2's 100-digit subtractions end to end
+# (LEFT_MASK's head written after the first digit, then ADD's and REFLECTION's steps) and the
+# structured 100-digit cells its one-step gate left below 99.9% (sub, gt, eq), with half of all draws
+# from operands above 50 digits (--long-share) and a lower rate; about three minutes on the H200.
+def _long_stream(executors: str) -> list[str]:
+    return [*_stream(executors, "", "1.5e-4"), "--long-share", "0.5"]
+
+
+ROUND_2B_STREAMS = [
+    ("executor_left_mask", _long_stream("left_mask"), 500, 1),
+    ("executor_add", _long_stream("add"), 400, 1),
+    ("executor_reflection", _long_stream("reflection"), 450, 1),
+    ("executor_sub", _long_stream("sub"), 350, 1),
+    ("gt_eq", _long_stream("gt,eq"), 200, 1),
+]
+PLANS = {"round2": CAEF_STREAMS, "round2b": ROUND_2B_STREAMS}
 # The LoRA-direct curve: one run per operator to its whole budget (the samples of its CAEF executor and
 # aligner), snapshots at each fraction; the largest budgets get a process of their own.
 DIRECT_STREAMS = [["add"], ["sub"], ["gt", "lt"], ["eq", "mul", "div"]]
@@ -73,6 +89,7 @@ def main(argv=None) -> int:
                         help="the CAEF streams' batch (a CPU smoke run: 8; six streams of 128 fill 24 GB)")
     parser.add_argument("--direct-steps", type=int, help="the curve runs' steps (default: each whole budget)")
     parser.add_argument("--minutes", type=float, default=5.0, help="stop every stream after this many minutes")
+    parser.add_argument("--plan", choices=PLANS, default="round2", help="which streams (round2b: from round 2's tier)")
     parser.add_argument("--direct", action="store_true", help="also the LoRA-direct curve (round 1 made it)")
     parser.add_argument("--adapter-init", default="checkpoints/tiny",
                         help="the tier whose adapters this round trains further (and the candidate's other adapters)")
@@ -88,7 +105,8 @@ def main(argv=None) -> int:
     gpu = args.device != "cpu"
     stop = ["--stop-after", str(60 * args.minutes), "--device", args.device]
     commands = {}
-    for name, settings, steps, workers in CAEF_STREAMS:
+    streams = PLANS[args.plan]
+    for name, settings, steps, workers in streams:
         commands[name] = [*CAEF, "--batch", str(args.batch), "--adapter-init", args.adapter_init, *settings,
                           "--out", str(run / name),
                           "--stage2-steps", str(max(2, round(steps * args.scale))), "--workers",
@@ -110,10 +128,10 @@ def main(argv=None) -> int:
         codes[name] = proc.wait()
         log.close()
         print(f"{name}: exit {codes[name]} after {time.monotonic() - started:.0f} s", flush=True)
-    pack(out, run, curve, [name for name, *_ in CAEF_STREAMS])
+    pack(out, run, curve, [name for name, *_ in streams])
     print(f"packed in {time.monotonic() - started:.0f} s", flush=True)
     if args.candidate:
-        replaced = assemble_candidate(run, [name for name, *_ in CAEF_STREAMS], Path(args.candidate),
+        replaced = assemble_candidate(run, [name for name, *_ in streams], Path(args.candidate),
                                       Path(args.adapter_init))
         print(f"candidate {args.candidate}: {', '.join(replaced) or 'no adapter replaced'}", flush=True)
     return max(codes.values(), default=0)

@@ -450,6 +450,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--structured-long-share", type=float,
                        help="override the share of the structured samples whose two operands have one length of more "
                             "than 50 digits (what the 50- and 100-digit repeated-digit cells hold)")
+    train.add_argument("--wide-share", type=float,
+                       help="override the share of add and left_mask samples from SUB's calls on two operands of one "
+                            "length above 90 digits, whose sums fill a field of 101 digits")
     train.add_argument("--composer-share", type=float,
                        help="override the share of add and gt samples drawn from the calls inside SUB, MUL, DIV runs")
     train.add_argument("--position-scheme", choices=SCHEMES,

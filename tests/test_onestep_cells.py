@@ -42,6 +42,38 @@ def test_reflection_gets_its_last_steps_on_the_test_problems():
     assert any(target.endswith("CMD q2") for _, target in cases)  # (a top digit to keep: the usual case)
 
 
+def test_add_and_left_mask_get_their_steps_on_subs_sum_of_one_more_digit(monkeypatch):
+    import re
+
+    from caef_bench.data.testsets import load_cell
+    from caef_bench.evaluate import onestep
+    from caef_bench.machines import run
+
+    assert cells_for("add")[-2:] == cells_for("left_mask")[-2:] == ["subwide_50", "subwide_100"]
+    assert not any(c.startswith("subwide") for op in ("sub", "reflection", "gt") for c in cells_for(op))
+    assert not any(c.startswith("subwide") for c in cells_for("add", "aligner"))
+    problems = load_cell("sub_100")[:6]
+    monkeypatch.setattr(onestep, "load_cell", lambda cell: problems if cell == "sub_100" else load_cell(cell))
+
+    def widest(text: str) -> int:
+        return max(len(re.findall(r"\|\d", field)) for field in text.split("\n")[0].split(" "))
+
+    for op, per_problem in (("add", 6), ("left_mask", 4)):
+        wanted = set()  # the problems' own calls: ADD's last three steps, LEFT_MASK's first and last three
+        for problem in problems:
+            phases = run("sub", int(problem["a"]), int(problem["b"])).phases
+            for callee in ([phases[2].callee, phases[3].callee] if op == "add" else [phases[4].callee]):
+                steps = set(range(len(callee) - 3, len(callee))) | ({0} if op == "left_mask" else set())
+                wanted.update(callee.transition(step) for step in steps)
+        every = executor_cases(op, "subwide_100", 6, every_step=True)
+        drawn = executor_cases(op, "subwide_100", 6)
+        assert set(every) == wanted and len(every) == 6 * per_problem
+        assert len(drawn) == 6 and set(drawn) <= wanted  # one drawn from each problem
+        assert any(widest(source) == 101 for source, _ in every)  # the sum's field of 101 cells
+    halts = [target for _, target in executor_cases("left_mask", "subwide_100", 6, every_step=True)]
+    assert sum(target.endswith("Halt state.") for target in halts) == 6  # each LEFT_MASK call ends once
+
+
 def test_the_onestep_report_puts_sub9_cells_in_a_table_of_their_own():
     stats = {"n": 10, "correct": 10, "accuracy": 1.0, "ci_low": 0.7, "ci_high": 1.0}
     text = onestep_markdown({"executor_sub": {"sub_5": stats, "sub9_5": {**stats, "accuracy": 0.5}},

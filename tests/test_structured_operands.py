@@ -144,3 +144,34 @@ def test_a_long_structured_share_draws_two_long_operands_of_one_length():
     assert sum(la == lb > 50 for la, lb in lengths(base)) < len(lengths(base)) / 2
     masks = [len(s["meta"]["a"]) for step in range(4) for s in tilted.batch(step, 32) if s["meta"]["op"] == "left_mask"]
     assert masks and min(masks) > 50
+
+
+def test_a_wide_share_draws_subs_calls_whose_fields_hold_101_digits():
+    import re
+
+    from caef_bench.train.sources import MachineSource
+
+    adapters = [("executor", "left_mask"), ("executor", "add")]
+    plain = MachineSource(adapters, 100, seed=3)
+    wide = MachineSource(adapters, 100, seed=3, wide_share=1.0)
+    assert ":wide=1.0" in wide.fingerprint and "wide" not in plain.fingerprint
+    samples = [s for step in range(3) for s in wide.batch(step, 16)]
+    assert all(s["meta"]["wide"] and s["meta"]["caller"] == "sub" for s in samples)
+    # a above 90 digits (b may be shorter: b = 0 or 1, round numbers); REFLECTION pads b to a's length
+    assert all(len(s["meta"]["a"]) > 90 and int(s["meta"]["a"]) >= int(s["meta"]["b"]) for s in samples)
+
+    def widest_field(text: str) -> int:
+        return max(len(re.findall(r"\|\d", field)) for field in text.split("\n")[0].split(" "))
+
+    # SUB's sum of two 100-digit operands has 101 digits: the one field longer than any operand drawn
+    assert any(widest_field(s["prompt"]) == 101 for s in samples if s["meta"]["op"] == "left_mask")
+    assert any(widest_field(s["completion"]) == 101 for s in samples if s["meta"]["op"] == "add")
+    for s in samples:  # each is the callee's own transition at the step it names
+        a, b = int(s["meta"]["a"]), int(s["meta"]["b"])
+        callees = [p.callee for p in run("sub", a, b).phases if p.callee is not None]
+        assert any(c.transition(s["meta"]["step"]) == (s["prompt"], s["completion"])
+                   for c in callees if s["meta"]["step"] < len(c))
+    # the share leaves other executors' draws alone
+    others = [("executor", "gt")]
+    assert ([s["prompt"] for s in MachineSource(others, 100, seed=3, wide_share=1.0).batch(0, 8)]
+            == [s["prompt"] for s in MachineSource(others, 100, seed=3).batch(0, 8)])

@@ -24,6 +24,12 @@ that writes `CMD q2` on (the step into q2, each q2 step, the halt). One step in 
 REFLECTION run, a uniform draw hardly ever reaches them, yet every run makes them once, and
 whether to drop the top digit is decided there.
 
+ADD and LEFT_MASK also get `subwide_<n>` cells: their steps on SUB's own sum, a + reflection(b),
+which has n + 1 digits (the only fields of 101 cells in a 100-digit run): the last steps of SUB's
+two ADD calls, and LEFT_MASK's first and last steps, of the sub_<n> test problems. Drawn uniformly,
+about one case in a hundred reaches them; round 2's weights passed every other cell at 99.3% or
+more and still broke one 100-digit subtraction in seven there (docs/structured-operands.md).
+
 `measure_tier` is `caef-bench onestep` (resumable results in onestep.md and onestep.json);
 `one_step_check` is the measurement training records in each adapter's manifest.
 """
@@ -48,6 +54,10 @@ TOP_NINES_EXECUTORS = ("reflection", "sub", "add")
 REFLECTION_TAIL = "subtail"  # REFLECTION's last steps on the sub_<n> test problems
 STRUCTURED = "struct"  # operands of the structured samplers (data.structured)
 STRUCTURED_LENGTHS = ("10", "50", "100")
+SUB_WIDE = "subwide"  # ADD's and LEFT_MASK's steps on SUB's (n+1)-digit sum
+SUB_WIDE_PHASES = {"add": (2, 3), "left_mask": (4,)}  # SUB's phases that call each on the sum
+SUB_WIDE_LENGTHS = ("50", "100")
+SUB_WIDE_TAIL = 3  # the last steps of each such call: the carry into the top cell, the halt
 
 
 def cells_for(op: str, kind: str = "executor", structured: bool = False) -> list[str]:
@@ -62,6 +72,8 @@ def cells_for(op: str, kind: str = "executor", structured: bool = False) -> list
         cells += [f"{TOP_NINES}_{n}" for n in LENGTH_CELLS]
     if kind == "executor" and op == "reflection":
         cells += [f"{REFLECTION_TAIL}_{n}" for n in LENGTH_CELLS]
+    if kind == "executor" and op in SUB_WIDE_PHASES:
+        cells += [f"{SUB_WIDE}_{n}" for n in SUB_WIDE_LENGTHS]
     return cells
 
 
@@ -91,6 +103,24 @@ def top_nines_cases(op: str, cell: str, n: int, seed: int = 0, every_step: bool 
     return cases
 
 
+def sub_wide_cases(op: str, cell: str, n: int, seed: int = 0, every_step: bool = False) -> list[tuple[str, str]]:
+    """ADD's or LEFT_MASK's steps on SUB's sum in n problems of sub_<n> (see the module's docstring): one
+    drawn from each problem, or with `every_step` each of them."""
+    rng = named_rng(seed, f"onestep/executor/{op}/{cell}")
+    problems = load_cell("sub_" + cell.rpartition("_")[2])
+    cases = []
+    for problem in rng.sample(problems, min(n, len(problems))):
+        sub = run("sub", int(problem["a"]), int(problem["b"]))
+        steps = []
+        for phase in SUB_WIDE_PHASES[op]:
+            callee = sub.phases[phase].callee
+            wanted = set(range(max(0, len(callee) - SUB_WIDE_TAIL), len(callee))) | ({0} if op == "left_mask" else set())
+            steps += [(callee, step) for step in sorted(wanted)]
+        for callee, step in steps if every_step else [rng.choice(steps)]:
+            cases.append(callee.transition(step))
+    return cases
+
+
 def structured_problems(op: str, cell: str, n: int, seed: int = 0, kind: str = "executor") -> list[tuple[int, int | None]]:
     """n operand pairs of a struct_<n> cell for op (see the module's docstring), from a stream of their own."""
     rng = named_rng(seed, f"onestep/{kind}/{op}/{cell}")
@@ -112,6 +142,8 @@ def executor_cases(op: str, cell: str, n: int, seed: int = 0, every_step: bool =
     each (of the part a cell is about: REFLECTION's tail in subtail_<n>), as a run teacher-forced."""
     if cell.startswith(f"{TOP_NINES}_"):
         return top_nines_cases(op, cell, n, seed, every_step)
+    if cell.startswith(f"{SUB_WIDE}_"):
+        return sub_wide_cases(op, cell, n, seed, every_step)
     if cell.startswith(f"{STRUCTURED}_"):
         rng = named_rng(seed, f"onestep/executor/{op}/{cell}/steps")
         return [case for a, b in structured_problems(op, cell, n, seed)

@@ -170,7 +170,7 @@ def onestep_markdown(results: dict, header: str) -> str:
     drops leading zeros, caef_bench.evaluate.onestep) a second one, for the adapters that have them.
     """
     lines = ["## One-step accuracy of the executors and aligners", "", header, ""]
-    families = [("", lambda cell: not cell.startswith(("sub9_", "subtail_", "struct_"))),
+    families = [("", lambda cell: not cell.startswith(("sub9_", "subtail_", "struct_", "subwide_"))),
                 ("Structured operands (`struct_<n>` cells: runs of one digit, periodic patterns, round numbers, a "
                  "run then random digits, equal operands, one digit apart, b = 0 or 1; caef_bench/data/structured.py)",
                  lambda cell: cell.startswith("struct_")),
@@ -178,7 +178,10 @@ def onestep_markdown(results: dict, header: str) -> str:
                  "zeros; the steps that carry them)", lambda cell: cell.startswith("sub9_")),
                 ("REFLECTION's last steps on the sub_<n> test problems (`subtail_<n>` cells: its step into q2, "
                  "its q2 steps and its halt, which decide whether the top digit is dropped)",
-                 lambda cell: cell.startswith("subtail_"))]
+                 lambda cell: cell.startswith("subtail_")),
+                ("ADD's and LEFT_MASK's steps on SUB's sum of n + 1 digits (`subwide_<n>` cells: the last steps "
+                 "of SUB's two ADD calls, LEFT_MASK's first and last; the only fields of 101 cells)",
+                 lambda cell: cell.startswith("subwide_"))]
     for title, belongs in families:
         rows = {name: {cell: stats for cell, stats in cells.items() if belongs(cell)} for name, cells in results.items()}
         rows = {name: cells for name, cells in rows.items() if cells}

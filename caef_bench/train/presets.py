@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from caef_bench.models.names import adapter_name
 
 SHARES = ("equal_share", "short_share", "same_share", "near_share", "composer_share", "nines_share", "return_share",
-          "long_share", "structured_share", "structured_long_share")
+          "long_share", "structured_share", "structured_long_share", "wide_share")
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,7 @@ class Preset:
     long_share: float = 0.0  # share drawn from classes whose longer operand has more than 50 digits
     structured_share: float = 0.0  # share whose operands are structured (data.structured: runs, round numbers, ...)
     structured_long_share: float = 0.0  # of those, the share with two operands of one length above 50 digits
+    wide_share: float = 0.0  # add, left_mask: share from SUB's calls on 91-100-digit operands (101-digit fields)
     decay: str = "constant"  # learning-rate schedule after warm-up: constant or cosine
     target_modules: str | tuple[str, ...] = "all-linear"
     # The tiny base's pre-training as phases (used unless base_steps, base_lr or curriculum_steps

@@ -103,6 +103,14 @@ class MachineSource:
     neighbours' content, which a run of equal digits no longer tells apart
     (docs/structured-operands.md). A share `structured_long_share` of those draw two operands of one
     length above 50 digits (LEFT_MASK: one operand that long), as the repeated-digit cells hold them.
+
+    A share `wide_share` of the samples of add and left_mask are transitions of SUB's calls on two
+    operands of one length above 90 digits (WIDE): the sum a + reflection(b) then has 101 digits,
+    one more than any operand drawn, and SUB adds 1 to it and LEFT_MASK erases its top digit. Those
+    are the only fields of 101 cells a run holds; LEFT_MASK's first step wrote its head after the
+    first of them, and ADD's halting steps on them were malformed, in 68 of 69 failures of round 2's
+    100-digit subtractions (docs/structured-operands.md). Half of the draws are the call's first or
+    last step, where the head sits on the 101st cell; half of the operand pairs are structured.
     """
 
     SHORT = 10
@@ -114,18 +122,21 @@ class MachineSource:
     CALLERS = {"add": ("sub", "mul"), "gt": ("div",)}
     NINES = ("reflection", "sub", "add")  # the executors whose texts carry REFLECTION's dropped zeros
     FEW_NINES = 0.5  # nines draws with a run of one or two 9s (data.training.nines_on_top)
+    WIDE = ("add", "left_mask")  # the callees of SUB whose fields reach max_len + 1 cells
+    WIDE_ABOVE = 90  # the operands' length in the wide draws: above this, up to max_len
 
     def __init__(self, adapters: list[tuple[str, str]], max_len: int, seed: int, stage: int = 2,
                  edge_weight: float = 0.25, excluded: frozenset[str] = frozenset(), curriculum_steps: int = 0,
                  equal_share: float = 0.0, short_share: float = 0.0, same_share: float = 0.0, near_share: float = 0.0,
                  composer_share: float = 0.0, nines_share: float = 0.0, return_share: float = 0.0,
-                 long_share: float = 0.0, structured_share: float = 0.0, structured_long_share: float = 0.0):
+                 long_share: float = 0.0, structured_share: float = 0.0, structured_long_share: float = 0.0,
+                 wide_share: float = 0.0):
         self.adapters, self.max_len, self.seed, self.stage = adapters, max_len, seed, stage
         self.edge_weight, self.excluded, self.curriculum_steps = edge_weight, excluded, curriculum_steps
         self.equal_share, self.short_share, self.long_share = equal_share, short_share, long_share
         self.same_share, self.near_share, self.composer_share = same_share, near_share, composer_share
         self.nines_share, self.return_share, self.structured_share = nines_share, return_share, structured_share
-        self.structured_long_share = structured_long_share
+        self.structured_long_share, self.wide_share = structured_long_share, wide_share
         # (op, longest, pool) -> classes: filtering 10,000 classes per sample dominated the sampling time
         self._allowed: dict[tuple[str, int | None, str], list] = {}
         self.fingerprint = f"machines:{adapters}:{max_len}:{stage}:{edge_weight}:{curriculum_steps}"
@@ -147,6 +158,8 @@ class MachineSource:
             self.fingerprint += f":structured={structured_share}"
             if structured_long_share:
                 self.fingerprint += f":structured_long={structured_long_share}"
+        if wide_share and any(op in self.WIDE for _, op in adapters):
+            self.fingerprint += f":wide={wide_share}"
         if any(op == "left_mask" for _, op in adapters):
             self.fingerprint += ":left_mask_tail3"  # its samples lean on the last steps (see sample)
 
@@ -199,6 +212,27 @@ class MachineSource:
         meta = {"kind": "executor", "op": op, "a": str(a), "b": str(b), "caller": composer, "step": step}
         return {"prompt": source, "completion": target, "meta": meta}
 
+    def _wide_sample(self, op: str, rng: random.Random) -> dict:
+        """A transition of one of SUB's calls of `op` on two long operands of one length (see the class
+        docstring); the curriculum does not apply, these draws exist for their length."""
+        length = rng.randint(min(self.WIDE_ABOVE + 1, self.max_len), self.max_len)
+        while True:
+            if rng.random() < 0.5:
+                _, (a, b) = structured_pair(rng, "sub", (length, length))
+            else:
+                a, b = draw_operands("sub", (length, length), rng)
+            if render_expr("sub", a, b) not in self.excluded:
+                break
+        machine = OPERATIONS[op].machine
+        callee = rng.choice([phase.callee for phase in run("sub", a, b).phases
+                             if phase.callee is not None and phase.callee.machine == machine])
+        last = len(callee) - 1
+        roll = rng.random()
+        step = 0 if roll < 0.25 else last if roll < 0.5 else rng.randint(0, last)
+        source, target = callee.transition(step)
+        meta = {"kind": "executor", "op": op, "a": str(a), "b": str(b), "caller": "sub", "wide": True, "step": step}
+        return {"prompt": source, "completion": target, "meta": meta}
+
     def _nines_sample(self, op: str, rng: random.Random, longest: int | None) -> dict:
         """A transition that carries REFLECTION's dropped zeros (see the class docstring)."""
         top = longest or self.max_len
@@ -242,6 +276,8 @@ class MachineSource:
         kind, op = self.adapters[rng.randrange(len(self.adapters))]
         if kind == "executor" and op in self.NINES and self.nines_share and rng.random() < self.nines_share:
             return self._nines_sample(op, rng, longest)
+        if kind == "executor" and op in self.WIDE and self.wide_share and rng.random() < self.wide_share:
+            return self._wide_sample(op, rng)
         if kind == "executor" and op in self.CALLERS and self.composer_share and rng.random() < self.composer_share:
             return self._call_sample(op, rng, longest)
         returns = (kind == "executor" and OPERATIONS[op].machine in COMPOSERS and self.return_share

@@ -133,12 +133,14 @@ def test_onestep_command_reports_every_cell(tmp_path):
                  "--per-cell", "1", "--json", str(out)]) == 0
     results = json.loads(out.read_text())["results"]
     assert set(results) == {"executor_add", "aligner_add"}
-    # add is also checked on SUB's first ADD calls after REFLECTION dropped zeros (sub9 cells).
-    assert set(results["executor_add"]) == {f"{family}_{n}" for family in ("add", "sub9") for n in (5, 10, 50, 100)}
+    # add is also checked on SUB's first ADD calls after REFLECTION dropped zeros (sub9 cells), and on
+    # SUB's sum of one digit more than its operands (subwide cells)
+    assert set(results["executor_add"]) == ({f"{family}_{n}" for family in ("add", "sub9") for n in (5, 10, 50, 100)}
+                                            | {"subwide_50", "subwide_100"})
     assert set(results["aligner_add"]) == {"add_5", "add_10", "add_50", "add_100"}
     assert all(cell["n"] == 1 for cell in results["aligner_add"].values())
     # the shipped adapters get every one-step case right (results/onestep.md: 100% at 300 per cell)
-    assert [cell["correct"] for adapter in results.values() for cell in adapter.values()] == [1] * 12
+    assert [cell["correct"] for adapter in results.values() for cell in adapter.values()] == [1] * 14
 
 
 def test_onestep_base_only_measures_the_base_with_no_adapter(trained, tmp_path, capsys, monkeypatch):

@@ -7,8 +7,9 @@
 Aligners: the first problems of a seeded sample converted both ways (expression -> start state, halt
 state -> expression with its answer; `evaluate.onestep.aligner_cases`), exact conversions of (I) and
 (O) apart. Executors: one transition drawn from each problem (`evaluate.onestep.executor_cases`;
-`struct_<n>` cells are the structured samplers' operands). Decoded through the step model's batched
-greedy decoding, as a run gets them; the first misses are kept in --json.
+`struct_<n>` cells are the structured samplers' operands, `subwide_<n>` ADD's and LEFT_MASK's steps
+on SUB's sum of n + 1 digits). Decoded through the step model's batched greedy decoding, as a run
+gets them; the first misses are kept in --json.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ import fnmatch
 import json
 
 from caef_bench.data.testsets import CELLS, all_cells
-from caef_bench.evaluate.onestep import (STRUCTURED, STRUCTURED_LENGTHS, aligner_cases, executor_cases,
-                                         generate_in_batches, score_cases)
+from caef_bench.evaluate.onestep import (STRUCTURED, STRUCTURED_LENGTHS, SUB_WIDE, SUB_WIDE_LENGTHS, aligner_cases,
+                                         executor_cases, generate_in_batches, score_cases)
 from caef_bench.runtime.hf import load_step_model
 
 
@@ -35,12 +36,13 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
-    names = all_cells() + [f"{STRUCTURED}_{n}" for n in STRUCTURED_LENGTHS]
+    names = (all_cells() + [f"{STRUCTURED}_{n}" for n in STRUCTURED_LENGTHS]
+             + [f"{SUB_WIDE}_{n}" for n in SUB_WIDE_LENGTHS])
     cells = [cell for cell in names if any(fnmatch.fnmatch(cell, p) for p in args.cells.split(","))]
     if not cells:
         parser.error(f"no cell matches {args.cells!r}")
-    if any(cell.startswith(STRUCTURED) for cell in cells) and not args.op:
-        parser.error("struct_<n> cells need --op")
+    if any(cell.startswith((STRUCTURED, SUB_WIDE)) for cell in cells) and not args.op:
+        parser.error("struct_<n> and subwide_<n> cells need --op")
     step_model = load_step_model(args.model, args.checkpoints, device=args.device)
     print(f"weights {step_model.fingerprint}, {args.kind}, {args.per_cell} problems per cell, seed {args.seed}")
     print("| cell | exact | first miss |\n|---|---|---|")

@@ -107,10 +107,11 @@ class MachineSource:
     A share `wide_share` of the samples of add and left_mask are transitions of SUB's calls on two
     operands of one length above 90 digits (WIDE): the sum a + reflection(b) then has 101 digits,
     one more than any operand drawn, and SUB adds 1 to it and LEFT_MASK erases its top digit. Those
-    are the only fields of 101 cells a run holds; LEFT_MASK's first step wrote its head after the
-    first of them, and ADD's halting steps on them were malformed, in 68 of 69 failures of round 2's
-    100-digit subtractions (docs/structured-operands.md). Half of the draws are the call's first or
-    last step, where the head sits on the 101st cell; half of the operand pairs are structured.
+    are the only fields of 101 cells a run holds, and LEFT_MASK (42) and ADD (18) were where 60 of
+    round 2's 69 wrong subtractions first went wrong: LEFT_MASK's halting step wrote its head after
+    the first of them, ADD's halting steps were malformed (docs/structured-operands.md). Half of the
+    draws are the call's first or last step, where the head sits on the top cell; half of the
+    operand pairs are structured.
     """
 
     SHORT = 10

@@ -1,10 +1,11 @@
-"""Training on a lent accelerator, in one prepared call: every CAEF adapter trained further from those of
---adapter-init (default the shipped tier) with structured operands in its draws (docs/structured-operands.md),
+"""Training on a lent accelerator, in one prepared call: the CAEF adapters of a plan (round2: all sixteen)
+trained further from those of --adapter-init (default the shipped tier) with structured operands in their
+draws (docs/structured-operands.md),
 and with --direct the LoRA-direct learning curve (`caef-bench train-curve`, standard position ids, into
 RUN/direct_curve) for every operator, in parallel processes that share the GPU and its CPU cores.
 
     python benchmarks/accelerator/training_round.py --out DIR [--device cuda] [--scale 1] [--minutes 5]
-        [--adapter-init checkpoints/tiny] [--direct]
+        [--adapter-init checkpoints/tiny] [--plan round2|round2b] [--direct]
 
 Each stream is one `caef-bench train` or `train-curve` command (recorded in every manifest it writes);
 `--scale` multiplies the CAEF streams' step counts (a CPU smoke run: --scale 0.01 --device cpu
@@ -46,7 +47,7 @@ def _stream(executors: str, aligners: str, lr: str, long_share: str = "0.6") -> 
             "--structured-long-share", long_share, "--lr", lr]
 
 
-CAEF_STREAMS = [
+ROUND_2_STREAMS = [
     ("executor_add", _stream("add", "", "2e-4"), 600, 1),
     ("executor_sub", _stream("sub", "", "2e-4", "0.5"), 600, 1),
     ("executor_gt", _stream("gt", "", "2e-4"), 800, 1),
@@ -57,6 +58,8 @@ CAEF_STREAMS = [
     ("aligners_b", _stream("", "gt,lt", "3e-4", "0.5"), 450, 1),
     ("aligners_c", _stream("", "eq,mul,div", "3e-4", "0.5"), 400, 1),
 ]
+
+
 # Round 2b, from round 2's tier: the executors that broke round 2's 100-digit subtractions end to end
 # (LEFT_MASK's head written after the first digit, then ADD's and REFLECTION's steps) and the
 # structured 100-digit cells its one-step gate left below 99.9% (sub, gt, eq), with half of all draws
@@ -72,7 +75,7 @@ ROUND_2B_STREAMS = [
     ("executor_sub", _long_stream("sub"), 350, 1),
     ("gt_eq", _long_stream("gt,eq"), 200, 1),
 ]
-PLANS = {"round2": CAEF_STREAMS, "round2b": ROUND_2B_STREAMS}
+PLANS = {"round2": ROUND_2_STREAMS, "round2b": ROUND_2B_STREAMS}
 # The LoRA-direct curve: one run per operator to its whole budget (the samples of its CAEF executor and
 # aligner), snapshots at each fraction; the largest budgets get a process of their own.
 DIRECT_STREAMS = [["add"], ["sub"], ["gt", "lt"], ["eq", "mul", "div"]]

@@ -81,6 +81,9 @@ def test_the_onestep_report_puts_sub9_cells_in_a_table_of_their_own():
     first, second = text.split("### Subtractions with 9s on top")
     assert "| executor_sub | 100.0" in first and "| executor_gt |" in first
     assert "| executor_sub | 50.0" in second and "executor_gt" not in second
+    text = onestep_markdown({"executor_add": {"add_100": stats, "subwide_100": {**stats, "accuracy": 0.9}}}, "header")
+    first, wide = text.split("### ADD's and LEFT_MASK's steps on SUB's sum")
+    assert "| executor_add | " in first and "90.0" not in first and "| 90.0 |" in wide
 
 
 def test_measure_adapters_skips_what_was_measured_and_keeps_the_order_asked(monkeypatch):

@@ -56,7 +56,7 @@ REFLECTION_TAIL = "subtail"  # REFLECTION's last steps on the sub_<n> test probl
 STRUCTURED = "struct"  # operands of the structured samplers (data.structured)
 STRUCTURED_LENGTHS = ("10", "50", "100")
 SUB_WIDE = "subwide"  # ADD's and LEFT_MASK's steps on SUB's (n+1)-digit sum
-SUB_WIDE_PHASES = {"add": (2, 3), "left_mask": (4,)}  # SUB's phases that call each on the sum
+SUB_WIDE_PHASES = {"add": (2, 3), "left_mask": (SUB_CALLEES["left_mask"],)}  # SUB's phases that call each on the sum
 SUB_WIDE_LENGTHS = ("50", "100")
 SUB_WIDE_TAIL = 3  # the last steps of each such call: the carry into the top cell, the halt
 
@@ -115,8 +115,8 @@ def sub_wide_cases(op: str, cell: str, n: int, seed: int = 0, every_step: bool =
         steps = []
         for phase in SUB_WIDE_PHASES[op]:
             callee = sub.phases[phase].callee
-            wanted = set(range(max(0, len(callee) - SUB_WIDE_TAIL), len(callee))) | ({0} if op == "left_mask" else set())
-            steps += [(callee, step) for step in sorted(wanted)]
+            tail = range(max(0, len(callee) - SUB_WIDE_TAIL), len(callee))
+            steps += [(callee, step) for step in sorted({*tail, *((0,) if op == "left_mask" else ())})]
         for callee, step in steps if every_step else [rng.choice(steps)]:
             cases.append(callee.transition(step))
     return cases

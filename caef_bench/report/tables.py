@@ -180,7 +180,7 @@ def onestep_markdown(results: dict, header: str) -> str:
                  "its q2 steps and its halt, which decide whether the top digit is dropped)",
                  lambda cell: cell.startswith("subtail_")),
                 ("ADD's and LEFT_MASK's steps on SUB's sum of n + 1 digits (`subwide_<n>` cells: the last steps "
-                 "of SUB's two ADD calls, LEFT_MASK's first and last; the only fields of 101 cells)",
+                 "of SUB's two ADD calls, LEFT_MASK's first and its last three; the only fields of 101 cells)",
                  lambda cell: cell.startswith("subwide_"))]
     for title, belongs in families:
         rows = {name: {cell: stats for cell, stats in cells.items() if belongs(cell)} for name, cells in results.items()}

@@ -198,20 +198,15 @@ class MachineSource:
         """A transition of one of `op`'s calls inside a composer run (see the class docstring)."""
         composer = rng.choice(self.CALLERS[op])
         allowed = self._classes(composer, longest)
-        machine = OPERATIONS[op].machine
         while True:
             a, b = draw_operands(composer, rng.choice(allowed), rng)
             if render_expr(composer, a, b) in self.excluded:
                 continue
-            calls = [phase.callee for phase in run(composer, a, b).phases
-                     if phase.callee is not None and phase.callee.machine == machine]
+            calls = _calls_of(op, composer, a, b)
             if calls:
                 break
         callee = rng.choice(calls)
-        step = rng.randint(0, len(callee) - 1)
-        source, target = callee.transition(step)
-        meta = {"kind": "executor", "op": op, "a": str(a), "b": str(b), "caller": composer, "step": step}
-        return {"prompt": source, "completion": target, "meta": meta}
+        return _call_transition(op, composer, a, b, callee, rng.randint(0, len(callee) - 1))
 
     def _wide_sample(self, op: str, rng: random.Random) -> dict:
         """A transition of one of SUB's calls of `op` on two long operands of one length (see the class
@@ -224,15 +219,11 @@ class MachineSource:
                 a, b = draw_operands("sub", (length, length), rng)
             if render_expr("sub", a, b) not in self.excluded:
                 break
-        machine = OPERATIONS[op].machine
-        callee = rng.choice([phase.callee for phase in run("sub", a, b).phases
-                             if phase.callee is not None and phase.callee.machine == machine])
+        callee = rng.choice(_calls_of(op, "sub", a, b))
         last = len(callee) - 1
         roll = rng.random()
         step = 0 if roll < 0.25 else last if roll < 0.5 else rng.randint(0, last)
-        source, target = callee.transition(step)
-        meta = {"kind": "executor", "op": op, "a": str(a), "b": str(b), "caller": "sub", "wide": True, "step": step}
-        return {"prompt": source, "completion": target, "meta": meta}
+        return _call_transition(op, "sub", a, b, callee, step, wide=True)
 
     def _nines_sample(self, op: str, rng: random.Random, longest: int | None) -> dict:
         """A transition that carries REFLECTION's dropped zeros (see the class docstring)."""
@@ -359,6 +350,20 @@ class MachineSource:
         if self.stage == 1:
             source = stage1_preamble(OPERATIONS[op].machine) + source
         return {"prompt": source, "completion": target, "meta": {**meta, "step": step}}
+
+
+def _calls_of(op: str, composer: str, a: int, b: int) -> list:
+    """The runs of op's machine that a composer run on (a, b) calls, in order."""
+    machine = OPERATIONS[op].machine
+    return [phase.callee for phase in run(composer, a, b).phases
+            if phase.callee is not None and phase.callee.machine == machine]
+
+
+def _call_transition(op: str, composer: str, a: int, b: int, callee, step: int, **meta) -> dict:
+    """A training sample: one transition of a call that a composer run on (a, b) made."""
+    source, target = callee.transition(step)
+    meta = {"kind": "executor", "op": op, "a": str(a), "b": str(b), "caller": composer, **meta, "step": step}
+    return {"prompt": source, "completion": target, "meta": meta}
 
 
 def _zeros_below_top(a: int) -> int:

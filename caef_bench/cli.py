@@ -453,6 +453,12 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--wide-share", type=float,
                        help="override the share of add and left_mask samples from SUB's calls on two operands of one "
                             "length above 90 digits, whose sums fill a field of 101 digits")
+    train.add_argument("--sub-call-share", type=float,
+                       help="override the share of add and left_mask samples from SUB's calls on two operands of one "
+                            "length above 50 digits, half structured, leaning on each call's first and last steps")
+    train.add_argument("--top-run-share", type=float,
+                       help="override the share of gt, lt and eq samples on a run of one digit below a different top "
+                            "digit (9777...7), the other operand equal or one digit apart, leaning on the last steps")
     train.add_argument("--composer-share", type=float,
                        help="override the share of add and gt samples drawn from the calls inside SUB, MUL, DIV runs")
     train.add_argument("--position-scheme", choices=SCHEMES,

@@ -175,3 +175,65 @@ def test_a_wide_share_draws_subs_calls_whose_fields_hold_101_digits():
     others = [("executor", "gt")]
     assert ([s["prompt"] for s in MachineSource(others, 100, seed=3, wide_share=1.0).batch(0, 8)]
             == [s["prompt"] for s in MachineSource(others, 100, seed=3).batch(0, 8)])
+
+
+def test_a_sub_call_share_draws_subs_calls_above_50_digits_leaning_on_the_halting_steps():
+    from caef_bench.machines import OPERATIONS
+    from caef_bench.train.sources import MachineSource
+
+    adapters = [("executor", "left_mask"), ("executor", "add")]
+    source = MachineSource(adapters, 100, seed=5, sub_call_share=1.0)
+    assert ":sub_calls=1.0" in source.fingerprint
+    assert "sub_calls" not in MachineSource(adapters, 100, seed=5, wide_share=1.0).fingerprint
+    samples = [s for step in range(6) for s in source.batch(step, 32)]
+    assert all(s["meta"]["sub_call"] for s in samples)
+    # a above 50 digits, never only above 90: the repeated cells' 50-digit subtractions are in them
+    lengths = [len(s["meta"]["a"]) for s in samples]
+    assert min(lengths) > 50 and any(length <= 90 for length in lengths)
+    # equal operands (SUB's difference all zeros) and add's own runs are both drawn, neither dominates
+    equal = sum(s["meta"]["a"] == s["meta"]["b"] for s in samples)
+    plain = sum(s["meta"]["caller"] == "add" for s in samples)
+    assert 0 < equal < len(samples) / 4 and 0 < plain < len(samples) / 4
+    assert all(s["meta"]["caller"] == "sub" for s in samples if s["meta"]["op"] == "left_mask")
+    tail = 0
+    for s in samples:  # each is the callee's own transition at the step it names
+        a, b, step = int(s["meta"]["a"]), int(s["meta"]["b"]), s["meta"]["step"]
+        if s["meta"]["caller"] == "add":
+            callees = [run("add", a, b)]
+        else:
+            callees = [p.callee for p in run("sub", a, b).phases
+                       if p.callee is not None and p.callee.machine == OPERATIONS[s["meta"]["op"]].machine]
+        matching = [c for c in callees if step < len(c) and c.transition(step) == (s["prompt"], s["completion"])]
+        assert matching
+        tail += any(step >= len(c) - 3 for c in matching)
+    # a uniform step of a run of 50-420 steps is one of its last three well under a tenth of the time
+    assert tail > len(samples) / 3
+    # the share leaves other executors' draws alone
+    others = [("executor", "gt")]
+    assert ([s["prompt"] for s in MachineSource(others, 100, seed=5, sub_call_share=1.0).batch(0, 8)]
+            == [s["prompt"] for s in MachineSource(others, 100, seed=5).batch(0, 8)])
+
+
+def test_a_top_run_share_draws_comparisons_of_a_run_below_another_top_digit():
+    from caef_bench.train.sources import MachineSource
+
+    source = MachineSource([("executor", "eq"), ("executor", "gt")], 100, seed=7, top_run_share=1.0)
+    assert ":top_runs=1.0" in source.fingerprint
+    assert "top_runs" not in MachineSource([("executor", "add")], 100, seed=7, top_run_share=1.0).fingerprint
+    samples = [s for step in range(4) for s in source.batch(step, 32)]
+    assert all(s["meta"]["top_run"] for s in samples)
+    tops = 0
+    for s in samples:
+        op, a, b, step = s["meta"]["op"], s["meta"]["a"], s["meta"]["b"], s["meta"]["step"]
+        # one operand is a top digit over a run of another digit, the other equal or one digit apart
+        assert any(len(set(x[1:])) == 1 and x[0] != x[1] for x in (a, b))
+        assert len(a) == len(b) > 10 and sum(x != y for x, y in zip(a, b)) <= 1
+        machine_run = run(op, int(a), int(b))
+        assert machine_run.transition(step) == (s["prompt"], s["completion"])
+        tops += a == b and step >= len(machine_run) - 3
+    # the steps where equal operands' heads reach the top digit are drawn often, not once in a million
+    assert tops > len(samples) / 10
+    assert any(len(s["meta"]["a"]) > 50 for s in samples) and any(len(s["meta"]["a"]) <= 50 for s in samples)
+    others = [("executor", "add")]
+    assert ([s["prompt"] for s in MachineSource(others, 100, seed=7, top_run_share=1.0).batch(0, 8)]
+            == [s["prompt"] for s in MachineSource(others, 100, seed=7).batch(0, 8)])

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field, replace
 from caef_bench.models.names import adapter_name
 
 SHARES = ("equal_share", "short_share", "same_share", "near_share", "composer_share", "nines_share", "return_share",
-          "long_share", "structured_share", "structured_long_share", "wide_share")
+          "long_share", "structured_share", "structured_long_share", "wide_share",
+          "sub_call_share", "top_run_share")
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,8 @@ class Preset:
     structured_share: float = 0.0  # share whose operands are structured (data.structured: runs, round numbers, ...)
     structured_long_share: float = 0.0  # of those, the share with two operands of one length above 50 digits
     wide_share: float = 0.0  # add, left_mask: share from SUB's calls on 91-100-digit operands (101-digit fields)
+    sub_call_share: float = 0.0  # add, left_mask: share from SUB's calls on 51-100-digit operands, halting steps weighted
+    top_run_share: float = 0.0  # gt, lt, eq: share of runs below a different top digit, its last steps weighted
     decay: str = "constant"  # learning-rate schedule after warm-up: constant or cosine
     target_modules: str | tuple[str, ...] = "all-linear"
     # The tiny base's pre-training as phases (used unless base_steps, base_lr or curriculum_steps

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from caef_bench.data.direct import direct_prompt
 from caef_bench.data.explanations import stage1_preamble
-from caef_bench.data.structured import structured_pair
+from caef_bench.data.structured import replace_digit, structured_pair
 from caef_bench.data.testsets import named_rng, render_expr, solve
 from caef_bench.data.training import change_one_digit, classes, draw_operands, nines_on_top
 from caef_bench.machines import COMPARISON, OPERATIONS, run
@@ -112,6 +112,19 @@ class MachineSource:
     the first of them, ADD's halting steps were malformed (docs/structured-operands.md). Half of the
     draws are the call's first or last step, where the head sits on the top cell; half of the
     operand pairs are structured.
+
+    A share `sub_call_share` of the samples of add and left_mask are transitions of SUB's calls on
+    two operands of one length above 50 digits (LONG), where round 2c still failed: ADD's halting
+    steps on sums of repeated digits at 50 and 100 digits, LEFT_MASK erasing 10^50 when a == b.
+    Half of the pairs are structured, a tenth are equal; 40% of the draws are one of the call's
+    last three steps and 20% its first; a quarter of add's are ADD's own run on the pair (the
+    100-digit add cells end on the same halting step).
+
+    A share `top_run_share` of the comparisons' samples are runs of one digit below a different
+    top digit (`9777…7`, 11-100 digits), the other operand equal or one digit apart; half of them
+    the run's last three steps. Round 2c's executor_eq wrote the run's digit for the top one when
+    its heads reached it (rep_eq_100_p1, 2 of 5): structured draws hold that operand pair at that
+    step a few times in a million samples.
     """
 
     SHORT = 10
@@ -125,19 +138,22 @@ class MachineSource:
     FEW_NINES = 0.5  # nines draws with a run of one or two 9s (data.training.nines_on_top)
     WIDE = ("add", "left_mask")  # the callees of SUB whose fields reach max_len + 1 cells
     WIDE_ABOVE = 90  # the operands' length in the wide draws: above this, up to max_len
+    SUB_CALL_EQUAL = 0.1  # sub-call draws with a == b: LEFT_MASK erases a whole field of zeros
+    SUB_CALL_PLAIN_ADD = 0.25  # add's sub-call draws that are ADD's own run on the pair
 
     def __init__(self, adapters: list[tuple[str, str]], max_len: int, seed: int, stage: int = 2,
                  edge_weight: float = 0.25, excluded: frozenset[str] = frozenset(), curriculum_steps: int = 0,
                  equal_share: float = 0.0, short_share: float = 0.0, same_share: float = 0.0, near_share: float = 0.0,
                  composer_share: float = 0.0, nines_share: float = 0.0, return_share: float = 0.0,
                  long_share: float = 0.0, structured_share: float = 0.0, structured_long_share: float = 0.0,
-                 wide_share: float = 0.0):
+                 wide_share: float = 0.0, sub_call_share: float = 0.0, top_run_share: float = 0.0):
         self.adapters, self.max_len, self.seed, self.stage = adapters, max_len, seed, stage
         self.edge_weight, self.excluded, self.curriculum_steps = edge_weight, excluded, curriculum_steps
         self.equal_share, self.short_share, self.long_share = equal_share, short_share, long_share
         self.same_share, self.near_share, self.composer_share = same_share, near_share, composer_share
         self.nines_share, self.return_share, self.structured_share = nines_share, return_share, structured_share
         self.structured_long_share, self.wide_share = structured_long_share, wide_share
+        self.sub_call_share, self.top_run_share = sub_call_share, top_run_share
         # (op, longest, pool) -> classes: filtering 10,000 classes per sample dominated the sampling time
         self._allowed: dict[tuple[str, int | None, str], list] = {}
         self.fingerprint = f"machines:{adapters}:{max_len}:{stage}:{edge_weight}:{curriculum_steps}"
@@ -161,6 +177,10 @@ class MachineSource:
                 self.fingerprint += f":structured_long={structured_long_share}"
         if wide_share and any(op in self.WIDE for _, op in adapters):
             self.fingerprint += f":wide={wide_share}"
+        if sub_call_share and any(op in self.WIDE for _, op in adapters):
+            self.fingerprint += f":sub_calls={sub_call_share}"
+        if top_run_share and any(op in COMPARISON for _, op in adapters):
+            self.fingerprint += f":top_runs={top_run_share}"
         if any(op == "left_mask" for _, op in adapters):
             self.fingerprint += ":left_mask_tail3"  # its samples lean on the last steps (see sample)
 
@@ -208,22 +228,48 @@ class MachineSource:
         callee = rng.choice(calls)
         return _call_transition(op, composer, a, b, callee, rng.randint(0, len(callee) - 1))
 
-    def _wide_sample(self, op: str, rng: random.Random) -> dict:
-        """A transition of one of SUB's calls of `op` on two long operands of one length (see the class
-        docstring); the curriculum does not apply, these draws exist for their length."""
-        length = rng.randint(min(self.WIDE_ABOVE + 1, self.max_len), self.max_len)
+    def _long_sub_pair(self, rng: random.Random, above: int, equal: float = 0.0) -> tuple[int, int]:
+        """Two operands of SUB of one length above `above` digits: half structured, else random;
+        a share `equal` of them a == b (SUB's difference is then all zeros: LEFT_MASK erases 10^n)."""
+        length = rng.randint(min(above + 1, self.max_len), self.max_len)
         while True:
-            if rng.random() < 0.5:
+            # (the extra draw only with a share, so that the wide draws stay as they were)
+            if equal and rng.random() < equal:
+                a, _ = draw_operands("sub", (length, length), rng)
+                b = a
+            elif rng.random() < 0.5:
                 _, (a, b) = structured_pair(rng, "sub", (length, length))
             else:
                 a, b = draw_operands("sub", (length, length), rng)
             if render_expr("sub", a, b) not in self.excluded:
-                break
+                return a, b
+
+    def _wide_sample(self, op: str, rng: random.Random) -> dict:
+        """A transition of one of SUB's calls of `op` on two long operands of one length (see the class
+        docstring); the curriculum does not apply, these draws exist for their length."""
+        a, b = self._long_sub_pair(rng, self.WIDE_ABOVE)
         callee = rng.choice(_calls_of(op, "sub", a, b))
         last = len(callee) - 1
         roll = rng.random()
         step = 0 if roll < 0.25 else last if roll < 0.5 else rng.randint(0, last)
         return _call_transition(op, "sub", a, b, callee, step, wide=True)
+
+    def _sub_call_sample(self, op: str, rng: random.Random) -> dict:
+        """A transition of SUB's calls of `op` (or, for add, of ADD on the pair itself) on two
+        operands of one length above 50 digits (see the class docstring), leaning on the call's
+        first step and its last three, where its head reaches the top cell and it halts."""
+        a, b = self._long_sub_pair(rng, self.LONG, equal=self.SUB_CALL_EQUAL)
+        if op == "add" and rng.random() < self.SUB_CALL_PLAIN_ADD:
+            callee, caller = run("add", a, b), "add"
+        else:
+            callee, caller = rng.choice(_calls_of(op, "sub", a, b)), "sub"
+        last = len(callee) - 1
+        roll = rng.random()
+        step = 0 if roll < 0.2 else rng.randint(max(0, last - 2), last) if roll < 0.6 else rng.randint(0, last)
+        source, target = callee.transition(step)
+        meta = {"kind": "executor", "op": op, "a": str(a), "b": str(b), "caller": caller, "sub_call": True,
+                "step": step}
+        return {"prompt": source, "completion": target, "meta": meta}
 
     def _nines_sample(self, op: str, rng: random.Random, longest: int | None) -> dict:
         """A transition that carries REFLECTION's dropped zeros (see the class docstring)."""
@@ -264,12 +310,41 @@ class MachineSource:
         meta = {"kind": "executor", "op": op, "a": str(a), "b": str(b), "caller": "sub", "step": step, "nines": True}
         return {"prompt": source, "completion": target, "meta": meta}
 
+    def _top_run_sample(self, op: str, rng: random.Random) -> dict:
+        """A comparison's transition on a run of one digit below a different top digit (`9777…7`),
+        the other operand equal, one digit apart inside the run, or apart in its top digit; half of
+        the draws are the run's last three steps, where the heads reach the top digit (see the
+        class docstring)."""
+        long = rng.random() < 0.5
+        length = rng.randint(self.LONG + 1, self.max_len) if long else rng.randint(self.SHORT + 1, self.LONG)
+        while True:
+            top = rng.choice("123456789")
+            digits = top + rng.choice([d for d in "0123456789" if d != top]) * (length - 1)
+            roll = rng.random()
+            other = (digits if roll < 0.5 else replace_digit(rng, digits, rng.randrange(1, length)) if roll < 0.75
+                     else replace_digit(rng, digits, 0))
+            a, b = (int(digits), int(other)) if rng.random() < 0.5 else (int(other), int(digits))
+            if render_expr(op, a, b) not in self.excluded:
+                break
+        machine_run = run(op, a, b)
+        last = len(machine_run) - 1
+        step = rng.randint(max(0, last - 2), last) if rng.random() < 0.5 else rng.randint(0, last)
+        source, target = machine_run.transition(step)
+        if self.stage == 1:
+            source = stage1_preamble(OPERATIONS[op].machine) + source
+        meta = {"kind": "executor", "op": op, "a": str(a), "b": str(b), "top_run": True, "step": step}
+        return {"prompt": source, "completion": target, "meta": meta}
+
     def sample(self, rng: random.Random, longest: int | None = None) -> dict:
         kind, op = self.adapters[rng.randrange(len(self.adapters))]
         if kind == "executor" and op in self.NINES and self.nines_share and rng.random() < self.nines_share:
             return self._nines_sample(op, rng, longest)
         if kind == "executor" and op in self.WIDE and self.wide_share and rng.random() < self.wide_share:
             return self._wide_sample(op, rng)
+        if kind == "executor" and op in self.WIDE and self.sub_call_share and rng.random() < self.sub_call_share:
+            return self._sub_call_sample(op, rng)
+        if kind == "executor" and op in COMPARISON and self.top_run_share and rng.random() < self.top_run_share:
+            return self._top_run_sample(op, rng)
         if kind == "executor" and op in self.CALLERS and self.composer_share and rng.random() < self.composer_share:
             return self._call_sample(op, rng, longest)
         returns = (kind == "executor" and OPERATIONS[op].machine in COMPOSERS and self.return_share

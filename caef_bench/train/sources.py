@@ -266,10 +266,7 @@ class MachineSource:
         last = len(callee) - 1
         roll = rng.random()
         step = 0 if roll < 0.2 else rng.randint(max(0, last - 2), last) if roll < 0.6 else rng.randint(0, last)
-        source, target = callee.transition(step)
-        meta = {"kind": "executor", "op": op, "a": str(a), "b": str(b), "caller": caller, "sub_call": True,
-                "step": step}
-        return {"prompt": source, "completion": target, "meta": meta}
+        return _call_transition(op, caller, a, b, callee, step, sub_call=True)
 
     def _nines_sample(self, op: str, rng: random.Random, longest: int | None) -> dict:
         """A transition that carries REFLECTION's dropped zeros (see the class docstring)."""
@@ -435,7 +432,8 @@ def _calls_of(op: str, composer: str, a: int, b: int) -> list:
 
 
 def _call_transition(op: str, composer: str, a: int, b: int, callee, step: int, **meta) -> dict:
-    """A training sample: one transition of a call that a composer run on (a, b) made."""
+    """A training sample: one transition of a call that a composer run on (a, b) made (the caller
+    "add": ADD's own run on the pair, see MachineSource._sub_call_sample)."""
     source, target = callee.transition(step)
     meta = {"kind": "executor", "op": op, "a": str(a), "b": str(b), "caller": composer, **meta, "step": step}
     return {"prompt": source, "completion": target, "meta": meta}

@@ -301,11 +301,8 @@ class MachineSource:
         else:
             machine_run = sub.phases[2].callee
             step = rng.randrange(len(machine_run))
-        source, target = machine_run.transition(step)
-        if self.stage == 1:
-            source = stage1_preamble(OPERATIONS[op].machine) + source
         meta = {"kind": "executor", "op": op, "a": str(a), "b": str(b), "caller": "sub", "step": step, "nines": True}
-        return {"prompt": source, "completion": target, "meta": meta}
+        return self._transition_sample(op, machine_run, step, meta)
 
     def _top_run_sample(self, op: str, rng: random.Random) -> dict:
         """A comparison's transition on a run of one digit below a different top digit (`9777…7`),
@@ -326,11 +323,16 @@ class MachineSource:
         machine_run = run(op, a, b)
         last = len(machine_run) - 1
         step = rng.randint(max(0, last - 2), last) if rng.random() < 0.5 else rng.randint(0, last)
+        meta = {"kind": "executor", "op": op, "a": str(a), "b": str(b), "top_run": True}
+        return self._transition_sample(op, machine_run, step, meta)
+
+    def _transition_sample(self, op: str, machine_run, step: int, meta: dict) -> dict:
+        """One transition of a run of op's machine as a sample; a stage-1 prompt opens with the
+        machine's explanation. meta gets the step (where it already names one, in its place)."""
         source, target = machine_run.transition(step)
         if self.stage == 1:
             source = stage1_preamble(OPERATIONS[op].machine) + source
-        meta = {"kind": "executor", "op": op, "a": str(a), "b": str(b), "top_run": True, "step": step}
-        return {"prompt": source, "completion": target, "meta": meta}
+        return {"prompt": source, "completion": target, "meta": {**meta, "step": step}}
 
     def sample(self, rng: random.Random, longest: int | None = None) -> dict:
         kind, op = self.adapters[rng.randrange(len(self.adapters))]
@@ -418,10 +420,7 @@ class MachineSource:
                 step = last - _zeros_below_top(a) - 1
             else:
                 step = rng.randint(max(0, last - _zeros_below_top(a) - 2), last)
-        source, target = machine_run.transition(step)
-        if self.stage == 1:
-            source = stage1_preamble(OPERATIONS[op].machine) + source
-        return {"prompt": source, "completion": target, "meta": {**meta, "step": step}}
+        return self._transition_sample(op, machine_run, step, meta)
 
 
 def _calls_of(op: str, composer: str, a: int, b: int) -> list:

@@ -367,6 +367,30 @@ def test_teacher_forcing_compares_every_step():
     assert record.first_divergence.step == 1 and verdict(record) == "ok"
 
 
+@pytest.mark.parametrize("mode, teacher_forcing", [("traced", False), ("traced", True), ("free", False)])
+def test_a_step_that_runs_on_past_its_command_is_cut_there_and_the_cut_recorded(mode, teacher_forcing):
+    """A model that writes the right command and then misses its end-of-text ('..., qH, qH') is cut at the
+    command's last word, as a stop string would: the run goes on, and the record keeps what was cut."""
+    expr = "99999999999999+1="
+    halting = [step for step in reference_steps(expr) if step.output.endswith(", qH")]
+    model = BrokenModel(lambda prompt, output: output + ", qH, qH, qH",
+                        lambda adapter, prompt: any(prompt == step.input for step in halting))
+    (record,) = solve_batch(problems_of([expr]), model, mode=mode, teacher_forcing=teacher_forcing)
+    assert verdict(record) == "ok" and record.n_steps_cut == 1 == model.faults
+    (cut,) = [step for step in record.steps if step.beyond]
+    assert cut.beyond == ", qH, qH, qH" and cut.output == halting[0].output and cut.error_class is None
+    read = ProblemRecord.from_dict(json.loads(record.to_json()))
+    assert read.n_steps_cut == 1 and [step.beyond for step in read.steps] == [step.beyond for step in record.steps]
+
+
+def test_aligner_output_is_never_cut():
+    """Aligner (O) writes an expression, not a command: text after it is the answer's, and judged so."""
+    expr = "45+67="
+    last = len(list(reference_steps(expr))) - 1
+    (record,) = solve_batch(problems_of([expr]), BrokenModel(lambda prompt, output: output + ", qH", at_step(expr, last)))
+    assert record.n_steps_cut == 0 and record.final == "45+67=112, qH" and not is_correct(record)
+
+
 def test_teacher_forcing_needs_traced_mode():
     with pytest.raises(ValueError, match="traced"):
         solve_batch(problems_of(["1+1="]), OracleModel(), teacher_forcing=True)

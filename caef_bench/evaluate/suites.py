@@ -98,6 +98,8 @@ def run_caef(model, cells, limit, records_dir: Path, progress=None, reuse: Reuse
         results[cell] = {"end_to_end": _summary(records), "exact trace": _exact_traces(records),
                          "outcomes": _outcomes(records), "resumed": resumed,
                          **_reuse_counts(records),
+                         # runs with a step cut at its command's last word (the model missed its end of text)
+                         "runs_with_cut_steps": sum(record.n_steps_cut > 0 for record in records),
                          # every wrong answer and every run off the machine's course, at its first divergence
                          "failures": record_failures(records, {row["id"]: row for row in rows})}
         if progress:

@@ -38,6 +38,7 @@ from .text import (
     Tape,
     parse,
     render,
+    split_step_end,
 )
 
 def trace(op: str, a, b=None) -> list[tuple[str, str]]:

@@ -425,6 +425,46 @@ def _parse_action(cur: _Cursor, machine: str) -> Action:
     return Action(register, "")
 
 
+def _command_end(line: str) -> int | None:
+    """Where a command line's last word ends: after the halt line, or after the first item that is a
+    state name (every action is "[REGISTER]..."); None when the line holds no complete command."""
+    if line.startswith(HALT_LINE):
+        return len(HALT_LINE)
+    for prefix in ("CMD: ", "CMD "):
+        if line.startswith(prefix):
+            offset = len(prefix)
+            for item in line[offset:].split(", "):
+                word = _Q.match(item)  # a state name is two characters: what follows it is past the end
+                if word:
+                    return offset + word.end()
+                offset += len(item) + 2
+    return None
+
+
+def split_step_end(text: str) -> tuple[str, str]:
+    """(the step's text, what follows its end): a model's output is complete at the last word of its
+    last command, the way a stop string ends a completion.
+
+    A state and its command end at the command's state name (or the halt line); a composer's command
+    that calls ([CALL]) goes on with the callee's state and command, and ends at theirs, with
+    one trailing newline if there is one. No valid output goes on past that point, so the cut changes
+    no correct step; it ends a step whose model wrote the right command and then missed its end-of-text token
+    ("..., qH, qH, qH"). Text without a complete command is returned whole, to fail parsing as it is.
+    """
+    lines = text.split("\n")
+    calls = len(lines) > 1 and "[CALL]" in lines[1][: _command_end(lines[1]) or 0]
+    command_line = 3 if calls else 1
+    if len(lines) <= command_line:
+        return text, ""
+    end = _command_end(lines[command_line])
+    if end is None:
+        return text, ""
+    cut = sum(len(line) + 1 for line in lines[:command_line]) + end
+    if text.startswith("\n", cut):  # one trailing newline, as parse() allows (aligner (I)'s start texts)
+        cut += 1
+    return text[:cut], text[cut:]
+
+
 def parse(text: str) -> Snapshot:
     """Parse any CAEF state/command text into a Snapshot.
 

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Iterator, Protocol, Sequence
 
 from caef_bench.machines import (
@@ -67,6 +67,7 @@ from caef_bench.machines import (
     render,
     result,
     run,
+    split_step_end,
     start_misalignment,
 )
 from caef_bench.machines.display import events
@@ -204,8 +205,17 @@ class _Attempt:
     def accept(self, completion: Completion, seconds: float) -> None:
         raise NotImplementedError
 
+    def _end_step(self, completion: Completion) -> tuple[Completion, str]:
+        """The step's text up to its last command's last word, and what the model wrote past it
+        (machines.split_step_end: a stop string's cut). Counted per problem, kept per step."""
+        text, beyond = split_step_end(completion.text)
+        if beyond:
+            self.record.n_steps_cut += 1
+            completion = replace(completion, text=text)
+        return completion, beyond
+
     def _log_step(self, completion: Completion, seconds: float, error_class: str | None,
-                  expected: str | None) -> int:
+                  expected: str | None, beyond: str = "") -> int:
         """Record one call; returns its index among the problem's steps."""
         index = self.record.n_steps
         self.record.n_steps += 1
@@ -213,7 +223,7 @@ class _Attempt:
         if self.keep_steps:
             self.record.steps.append(StepRecord(
                 self.adapter, self.depth, self.prompt, completion.text, seconds, completion.n_tokens,
-                error_class, expected if error_class else None, completion.reused or None))
+                error_class, expected if error_class else None, completion.reused or None, beyond or None))
         return index
 
     def _answer(self, final: str) -> None:
@@ -252,9 +262,12 @@ class _FreeRunning(_Attempt):
             self.adapter, self.prompt, self.depth = aligner_name(self.op), self.halt_text, 0
 
     def accept(self, completion: Completion, seconds: float) -> None:
+        beyond = ""
+        if self.phase != "align_output":  # aligner (O) writes an expression, not a state and command
+            completion, beyond = self._end_step(completion)
         text = completion.text
         error_class, expected = self._compare(text)
-        index = self._log_step(completion, seconds, error_class, expected)
+        index = self._log_step(completion, seconds, error_class, expected, beyond)
         if error_class:
             self.record.first_divergence = Divergence(index, self.adapter, error_class, expected, text)
         try:
@@ -366,8 +379,11 @@ class _TeacherForced(_Attempt):
         self.adapter, self.prompt, self.depth = self.step.adapter, self.step.input, self.step.depth
 
     def accept(self, completion: Completion, seconds: float) -> None:
+        beyond = ""
+        if self.step.kind != "align_output":
+            completion, beyond = self._end_step(completion)
         error_class = _difference(self.step, completion.text)
-        index = self._log_step(completion, seconds, error_class, self.step.output)
+        index = self._log_step(completion, seconds, error_class, self.step.output, beyond)
         if error_class:
             self.record.n_divergent_steps += 1
             if self.record.first_divergence is None:

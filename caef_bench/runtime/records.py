@@ -54,12 +54,15 @@ class StepRecord:
     error_class: str | None = None  # traced modes: how the output differs from the machine's
     expected: str | None = None  # the machine's output, kept only where the model's differs
     reused: bool | None = None  # True: the output was read from an earlier run's records (runtime.reuse)
+    # What the model wrote past the step's end (its last command's last word), cut off before parsing
+    # (machines.split_step_end); `output` is the text without it.
+    beyond: str | None = None
 
     def to_dict(self) -> dict:
         # Optional fields are left out when empty: a 100-digit trace has a hundred steps.
         d = {"adapter": self.adapter, "depth": self.depth, "input": self.input, "output": self.output,
              "seconds": round(self.seconds, 6)}
-        for key in ("tokens", "error_class", "expected", "reused"):
+        for key in ("tokens", "error_class", "expected", "reused", "beyond"):
             value = getattr(self, key)
             if value is not None:
                 d[key] = value
@@ -91,6 +94,7 @@ class ProblemRecord:
     step_budget: int | None = None
     first_divergence: Divergence | None = None
     n_divergent_steps: int | None = None
+    n_steps_cut: int = 0  # steps whose model went on past the step's end (StepRecord.beyond)
     seconds: float = 0.0
     model_seconds: float = 0.0
     steps: list[StepRecord] = field(default_factory=list)

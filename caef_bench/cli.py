@@ -459,6 +459,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--top-run-share", type=float,
                        help="override the share of gt, lt and eq samples on a run of one digit below a different top "
                             "digit (9777...7), the other operand equal or one digit apart, leaning on the last steps")
+    train.add_argument("--carry-run-share", type=float,
+                       help="override the share of add samples carrying through a run of 11-100 9s into a digit "
+                            "that ends the carry (SUB's adding of 1), leaning on the steps where the carry ends")
     train.add_argument("--composer-share", type=float,
                        help="override the share of add and gt samples drawn from the calls inside SUB, MUL, DIV runs")
     train.add_argument("--position-scheme", choices=SCHEMES,

@@ -237,3 +237,28 @@ def test_a_top_run_share_draws_comparisons_of_a_run_below_another_top_digit():
     others = [("executor", "add")]
     assert ([s["prompt"] for s in MachineSource(others, 100, seed=7, top_run_share=1.0).batch(0, 8)]
             == [s["prompt"] for s in MachineSource(others, 100, seed=7).batch(0, 8)])
+
+
+def test_a_carry_run_share_draws_additions_carrying_through_a_run_of_nines_to_its_end():
+    from caef_bench.train.sources import MachineSource
+
+    source = MachineSource([("executor", "add")], 100, seed=7, carry_run_share=1.0)
+    assert ":carry_runs=1.0" in source.fingerprint
+    assert "carry_runs" not in MachineSource([("executor", "gt")], 100, seed=7, carry_run_share=1.0).fingerprint
+    samples = [s for step in range(4) for s in source.batch(step, 32)]
+    assert all(s["meta"]["carry_run"] for s in samples)
+    ends = 0
+    for s in samples:
+        a, b, step = s["meta"]["a"], int(s["meta"]["b"]), s["meta"]["step"]
+        # a: a run of more than ten 9s under a digit that is not 9, 51-101 digits; b at most three digits
+        run_length = len(a) - len(a.rstrip("9"))
+        assert 10 < run_length < len(a) <= 101 and len(a) > 50 and 1 <= b <= 999
+        assert run("add", int(a), b).transition(step) == (s["prompt"], s["completion"])
+        # the step where the carry stops: the input's command carries 1, the output's none
+        ends += "CMD: [C] 1" in s["prompt"] and "CMD: [C] 0" in s["completion"]
+    # drawn uniformly, that step is one in 50-100; here about one in eight (half the draws are the
+    # four steps from the one before it)
+    assert ends > len(samples) / 10
+    others = [("executor", "gt")]
+    assert ([s["prompt"] for s in MachineSource(others, 100, seed=7, carry_run_share=1.0).batch(0, 8)]
+            == [s["prompt"] for s in MachineSource(others, 100, seed=7).batch(0, 8)])

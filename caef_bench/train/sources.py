@@ -120,6 +120,11 @@ class MachineSource:
     last three steps and 20% its first; a quarter of add's are ADD's own run on the pair (the
     100-digit add cells end on the same halting step).
 
+    A share `carry_run_share` of add's samples carry through a run of 11-100 9s into the digit above it,
+    b mostly 1: SUB's adding of 1 to a + reflection(b) on round and one-digit operands. Round 2f's
+    adds kept `[C] 1` past the run's end (rep_sub_50_round 5 of 50, step 158); a uniform step of such a
+    run is the one where the carry stops once in 50-100 draws.
+
     A share `top_run_share` of the comparisons' samples are runs of one digit below a different
     top digit (`9777…7`, 11-100 digits), the other operand equal or one digit apart; half of them
     the run's last three steps. Round 2c's executor_eq wrote the run's digit for the top one when
@@ -146,7 +151,8 @@ class MachineSource:
                  equal_share: float = 0.0, short_share: float = 0.0, same_share: float = 0.0, near_share: float = 0.0,
                  composer_share: float = 0.0, nines_share: float = 0.0, return_share: float = 0.0,
                  long_share: float = 0.0, structured_share: float = 0.0, structured_long_share: float = 0.0,
-                 wide_share: float = 0.0, sub_call_share: float = 0.0, top_run_share: float = 0.0):
+                 wide_share: float = 0.0, sub_call_share: float = 0.0, top_run_share: float = 0.0,
+                 carry_run_share: float = 0.0):
         self.adapters, self.max_len, self.seed, self.stage = adapters, max_len, seed, stage
         self.edge_weight, self.excluded, self.curriculum_steps = edge_weight, excluded, curriculum_steps
         self.equal_share, self.short_share, self.long_share = equal_share, short_share, long_share
@@ -154,6 +160,7 @@ class MachineSource:
         self.nines_share, self.return_share, self.structured_share = nines_share, return_share, structured_share
         self.structured_long_share, self.wide_share = structured_long_share, wide_share
         self.sub_call_share, self.top_run_share = sub_call_share, top_run_share
+        self.carry_run_share = carry_run_share
         # (op, longest, pool) -> classes: filtering 10,000 classes per sample dominated the sampling time
         self._allowed: dict[tuple[str, int | None, str], list] = {}
         self.fingerprint = f"machines:{adapters}:{max_len}:{stage}:{edge_weight}:{curriculum_steps}"
@@ -181,6 +188,8 @@ class MachineSource:
             self.fingerprint += f":sub_calls={sub_call_share}"
         if top_run_share and any(op in COMPARISON for _, op in adapters):
             self.fingerprint += f":top_runs={top_run_share}"
+        if carry_run_share and any(op == "add" for _, op in adapters):
+            self.fingerprint += f":carry_runs={carry_run_share}"
         if any(op == "left_mask" for _, op in adapters):
             self.fingerprint += ":left_mask_tail3"  # its samples lean on the last steps (see sample)
 
@@ -326,6 +335,26 @@ class MachineSource:
         meta = {"kind": "executor", "op": op, "a": str(a), "b": str(b), "top_run": True}
         return self._transition_sample(op, machine_run, step, meta)
 
+    def _carry_run_sample(self, rng: random.Random) -> dict:
+        """ADD's transition on a + b where a's low digits are a run of 11-100 9s under a digit that is not
+        9 and b has at most three digits (mostly 1: SUB adds 1 to a + reflection(b), whose low digits are
+        such a run for round and one-digit operands); half of the draws are the four steps around the
+        run's end, where the carry stops (see the class docstring)."""
+        while True:
+            length = rng.randint(self.LONG + 1, self.max_len + 1)  # SUB's sum: up to max_len + 1 digits
+            nines = rng.randint(self.SHORT + 1, length - 1)
+            above = rng.choice("1234567") + "".join(rng.choice("0123456789") for _ in range(length - nines - 2))
+            above = (above + rng.choice("012345678"))[-(length - nines):]  # the digit over the run is not 9
+            a = int(above + "9" * nines)
+            b = 1 if rng.random() < 0.7 else rng.randint(1, 999)
+            if render_expr("add", a, b) not in self.excluded:
+                break
+        machine_run = run("add", a, b)
+        last = len(machine_run) - 1
+        step = min(last, rng.randint(nines - 1, nines + 2)) if rng.random() < 0.5 else rng.randint(0, last)
+        meta = {"kind": "executor", "op": "add", "a": str(a), "b": str(b), "carry_run": True}
+        return self._transition_sample("add", machine_run, step, meta)
+
     def _transition_sample(self, op: str, machine_run, step: int, meta: dict) -> dict:
         """One transition of a run of op's machine as a sample; a stage-1 prompt opens with the
         machine's explanation. meta gets the step (where it already names one, in its place)."""
@@ -344,6 +373,8 @@ class MachineSource:
             return self._sub_call_sample(op, rng)
         if kind == "executor" and op in COMPARISON and self.top_run_share and rng.random() < self.top_run_share:
             return self._top_run_sample(op, rng)
+        if kind == "executor" and op == "add" and self.carry_run_share and rng.random() < self.carry_run_share:
+            return self._carry_run_sample(rng)
         if kind == "executor" and op in self.CALLERS and self.composer_share and rng.random() < self.composer_share:
             return self._call_sample(op, rng, longest)
         returns = (kind == "executor" and OPERATIONS[op].machine in COMPOSERS and self.return_share

@@ -68,6 +68,14 @@ def test_findings_name_the_adapters_own_position_schemes():
             in findings(results)[0])
 
 
+def test_findings_count_the_runs_whose_steps_were_cut_where_the_records_say():
+    results = _results(30, 2)
+    assert "cut there by the runtime" not in findings(results)[0]  # records from before the cut say nothing
+    cells = results["systems"]["caef-tiny"]["cells"]
+    cells["rep_add_10_p1"]["runs_with_cut_steps"], cells["rep_add_10_control"]["runs_with_cut_steps"] = 3, 1
+    assert "cut there by the runtime as a stop string would: 4 of 80." in findings(results)[0]
+
+
 def _drop_one_cell_of_a_run(prompt: str, output: str) -> str:
     """Aligner (I) writing a run of a digit one cell short (|8|8|8 as |8|8): the paper's missing repetition."""
     return re.sub(r"\|(\d)\|\1", r"|\1", output, count=1)

@@ -240,6 +240,11 @@ def findings(results: dict) -> list[str]:
         worst = [r for r in per_length if r["p"] is not None and r["p"] < SIGNIFICANT and r["rate"]["rate"] > r["control"]["rate"]]
         sentence += (f" Pattern and length cells worse than their control at p < {SIGNIFICANT}: {len(worst)} of "
                      f"{len(per_length)}.")
+        cut = [cell.get("runs_with_cut_steps") for cell in cells.values()]
+        if any(count is not None for count in cut):  # (records made before the runtime cut steps lack it)
+            sentence += (f" Runs with a step that went on past its command's last word, cut there by the runtime "
+                         f"as a stop string would: {sum(count or 0 for count in cut)} of "
+                         f"{sum(cell['n'] for cell in cells.values())}.")
         lines.append(sentence)
     onestep = results.get("onestep") or {}
     if onestep:

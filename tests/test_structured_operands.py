@@ -172,9 +172,7 @@ def test_a_wide_share_draws_subs_calls_whose_fields_hold_101_digits():
         assert any(c.transition(s["meta"]["step"]) == (s["prompt"], s["completion"])
                    for c in callees if s["meta"]["step"] < len(c))
     # the share leaves other executors' draws alone
-    others = [("executor", "gt")]
-    assert ([s["prompt"] for s in MachineSource(others, 100, seed=3, wide_share=1.0).batch(0, 8)]
-            == [s["prompt"] for s in MachineSource(others, 100, seed=3).batch(0, 8)])
+    assert _draws_as_without("gt", seed=3, wide_share=1.0)
 
 
 def test_a_sub_call_share_draws_subs_calls_above_50_digits_leaning_on_the_halting_steps():
@@ -209,9 +207,7 @@ def test_a_sub_call_share_draws_subs_calls_above_50_digits_leaning_on_the_haltin
     # a uniform step of a run of 50-420 steps is one of its last three well under a tenth of the time
     assert tail > len(samples) / 3
     # the share leaves other executors' draws alone
-    others = [("executor", "gt")]
-    assert ([s["prompt"] for s in MachineSource(others, 100, seed=5, sub_call_share=1.0).batch(0, 8)]
-            == [s["prompt"] for s in MachineSource(others, 100, seed=5).batch(0, 8)])
+    assert _draws_as_without("gt", seed=5, sub_call_share=1.0)
 
 
 def test_a_top_run_share_draws_comparisons_of_a_run_below_another_top_digit():
@@ -234,9 +230,7 @@ def test_a_top_run_share_draws_comparisons_of_a_run_below_another_top_digit():
     # the steps where equal operands' heads reach the top digit are drawn often, not once in a million
     assert tops > len(samples) / 10
     assert any(len(s["meta"]["a"]) > 50 for s in samples) and any(len(s["meta"]["a"]) <= 50 for s in samples)
-    others = [("executor", "add")]
-    assert ([s["prompt"] for s in MachineSource(others, 100, seed=7, top_run_share=1.0).batch(0, 8)]
-            == [s["prompt"] for s in MachineSource(others, 100, seed=7).batch(0, 8)])
+    assert _draws_as_without("add", seed=7, top_run_share=1.0)
 
 
 def test_a_carry_run_share_draws_additions_carrying_through_a_run_of_nines_to_its_end():
@@ -259,6 +253,15 @@ def test_a_carry_run_share_draws_additions_carrying_through_a_run_of_nines_to_it
     # drawn uniformly, that step is one in 50-100; here about one in eight (half the draws are the
     # four steps from the one before it)
     assert ends > len(samples) / 10
-    others = [("executor", "gt")]
-    assert ([s["prompt"] for s in MachineSource(others, 100, seed=7, carry_run_share=1.0).batch(0, 8)]
-            == [s["prompt"] for s in MachineSource(others, 100, seed=7).batch(0, 8)])
+    assert _draws_as_without("gt", seed=7, carry_run_share=1.0)
+
+
+def _draws_as_without(op: str, seed: int, **share) -> bool:
+    """Whether op's executor draws the same samples with `share` as without it: a share for other
+    machines leaves its draws alone."""
+    from caef_bench.train.sources import MachineSource
+
+    def prompts(**shares) -> list[str]:
+        return [s["prompt"] for s in MachineSource([("executor", op)], 100, seed=seed, **shares).batch(0, 8)]
+
+    return prompts(**share) == prompts()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 
 from caef_bench.data.testsets import load_cell
+from caef_bench.evaluate.onestep import generate_in_batches
 from caef_bench.machines import run, split_step_end
 from caef_bench.runtime.hf import load_step_model
 
@@ -44,11 +45,10 @@ def main() -> None:
     for checkpoints in args.checkpoints.split(","):
         model = load_step_model("tiny", checkpoints, device=args.device)
         wrong: dict[str, list[str]] = {}
-        for start in range(0, len(cases), 64):
-            chunk = cases[start:start + 64]
-            for (cell, problem_id, _, expected), out in zip(chunk, model.generate([c[2] for c in chunk], "executor_add")):
-                if split_step_end(out.text)[0] != expected:
-                    wrong.setdefault(cell, []).append(problem_id)
+        outputs = generate_in_batches(model, "executor_add", [prompt for _, _, prompt, _ in cases])
+        for (cell, problem_id, _, expected), output in zip(cases, outputs):
+            if split_step_end(output)[0] != expected:
+                wrong.setdefault(cell, []).append(problem_id)
         found = "; ".join(f"{cell}: {len(ids)} steps wrong, problems {' '.join(sorted(set(ids)))}"
                           for cell, ids in wrong.items())
         print(f"{checkpoints}: {found or 'every step right'}", flush=True)

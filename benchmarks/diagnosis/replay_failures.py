@@ -14,27 +14,19 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
-import json
 from collections import defaultdict
 from pathlib import Path
 
 from caef_bench.evaluate.scoring import is_correct
 from caef_bench.machines import split_step_end
-from caef_bench.runtime import Problem, ProblemRecord, reference_steps, solve_to_file
+from caef_bench.runtime import Problem, ProblemRecord, load_records, reference_steps, solve_to_file
 from caef_bench.runtime.hf import load_step_model
 
 
 def failed_records(records: Path, cells: str) -> list[ProblemRecord]:
-    found = []
-    for path in sorted(records.glob("caef_*.jsonl")):
-        if not any(fnmatch.fnmatch(path.stem[len("caef_"):], pattern) for pattern in cells.split(",")):
-            continue
-        for line in path.read_text().splitlines():
-            if line.strip():
-                record = ProblemRecord.from_dict(json.loads(line))
-                if not is_correct(record):
-                    found.append(record)
-    return found
+    return [record for path in sorted(records.glob("caef_*.jsonl"))
+            if any(fnmatch.fnmatch(path.stem[len("caef_"):], pattern) for pattern in cells.split(","))
+            for record in load_records(path) if not is_correct(record)]
 
 
 def broken_steps(records: list[ProblemRecord]) -> dict[str, list[tuple[str, str, str]]]:

@@ -452,11 +452,9 @@ def split_step_end(text: str) -> tuple[str, str]:
     ("..., qH, qH, qH"). Text without a complete command is returned whole, to fail parsing as it is.
     """
     lines = text.split("\n")
-    calls = len(lines) > 1 and "[CALL]" in lines[1][: _command_end(lines[1]) or 0]
-    command_line = 3 if calls else 1
-    if len(lines) <= command_line:
-        return text, ""
-    end = _command_end(lines[command_line])
+    command_line, end = 1, _command_end(lines[1]) if len(lines) > 1 else None
+    if end is not None and "[CALL]" in lines[1][:end]:  # a composer's call: the callee's command ends it
+        command_line, end = 3, _command_end(lines[3]) if len(lines) > 3 else None
     if end is None:
         return text, ""
     cut = sum(len(line) + 1 for line in lines[:command_line]) + end

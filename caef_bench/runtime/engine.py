@@ -205,9 +205,12 @@ class _Attempt:
     def accept(self, completion: Completion, seconds: float) -> None:
         raise NotImplementedError
 
-    def _end_step(self, completion: Completion) -> tuple[Completion, str]:
+    def _end_step(self, completion: Completion, expression: bool) -> tuple[Completion, str]:
         """The step's text up to its last command's last word, and what the model wrote past it
-        (machines.split_step_end: a stop string's cut). Counted per problem, kept per step."""
+        (machines.split_step_end: a stop string's cut). Counted per problem, kept per step. An
+        `expression` (aligner (O)'s answer) is not a state and command, and is never cut."""
+        if expression:
+            return completion, ""
         text, beyond = split_step_end(completion.text)
         if beyond:
             self.record.n_steps_cut += 1
@@ -262,9 +265,7 @@ class _FreeRunning(_Attempt):
             self.adapter, self.prompt, self.depth = aligner_name(self.op), self.halt_text, 0
 
     def accept(self, completion: Completion, seconds: float) -> None:
-        beyond = ""
-        if self.phase != "align_output":  # aligner (O) writes an expression, not a state and command
-            completion, beyond = self._end_step(completion)
+        completion, beyond = self._end_step(completion, expression=self.phase == "align_output")
         text = completion.text
         error_class, expected = self._compare(text)
         index = self._log_step(completion, seconds, error_class, expected, beyond)
@@ -379,9 +380,7 @@ class _TeacherForced(_Attempt):
         self.adapter, self.prompt, self.depth = self.step.adapter, self.step.input, self.step.depth
 
     def accept(self, completion: Completion, seconds: float) -> None:
-        beyond = ""
-        if self.step.kind != "align_output":
-            completion, beyond = self._end_step(completion)
+        completion, beyond = self._end_step(completion, expression=self.step.kind == "align_output")
         error_class = _difference(self.step, completion.text)
         index = self._log_step(completion, seconds, error_class, self.step.output, beyond)
         if error_class:

@@ -462,6 +462,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--carry-run-share", type=float,
                        help="override the share of add samples carrying through a run of 11-100 9s into a digit "
                             "that ends the carry (SUB's adding of 1), leaning on the steps where the carry ends")
+    train.add_argument("--top-steps-share", type=float,
+                       help="override the share of add samples that are one of the last 12 steps of ADD on two random "
+                            "operands of one length above 90 digits (add_100's run, SUB's first call): the top digits")
     train.add_argument("--composer-share", type=float,
                        help="override the share of add and gt samples drawn from the calls inside SUB, MUL, DIV runs")
     train.add_argument("--position-scheme", choices=SCHEMES,

@@ -256,6 +256,55 @@ def test_a_carry_run_share_draws_additions_carrying_through_a_run_of_nines_to_it
     assert _draws_as_without("gt", seed=7, carry_run_share=1.0)
 
 
+def test_a_carry_run_under_a_single_top_digit_keeps_that_digit_above_0():
+    import random
+
+    from caef_bench.train.sources import MachineSource
+
+    class Lowest(random.Random):
+        """Each draw at one end: the longest sum, a run of 9s under one digit, that digit the first choice."""
+
+        def randint(self, a, b):
+            return b
+
+        def choice(self, seq):
+            return seq[0]
+
+        def random(self):
+            return 0.0
+
+    sample = MachineSource([("executor", "add")], 100, seed=7, carry_run_share=1.0)._carry_run_sample(Lowest())
+    a = sample["meta"]["a"]
+    # one digit over a run of one hundred 9s: 0 there would leave a run with nothing to stop its carry
+    assert len(a) == 101 and a.endswith("9" * 100) and a[0] in "12345678"
+
+
+def test_a_top_steps_share_draws_the_last_steps_of_long_random_sums():
+    from caef_bench.train.sources import MachineSource, _calls_of
+
+    source = MachineSource([("executor", "add")], 100, seed=7, top_steps_share=1.0)
+    assert ":top_steps=1.0" in source.fingerprint
+    assert "top_steps" not in MachineSource([("executor", "gt")], 100, seed=7, top_steps_share=1.0).fingerprint
+    samples = [s for step in range(3) for s in source.batch(step, 32)]
+    callers = {"add": 0, "sub": 0}
+    for s in samples:
+        meta = s["meta"]
+        a, b, caller = int(meta["a"]), int(meta["b"]), meta["caller"]
+        assert meta["top_steps"] and 90 < len(meta["a"]) == len(meta["b"]) <= 100
+        # ADD's own run on the pair, or SUB's first call of ADD (a + reflection(b))
+        callee = run("add", a, b) if caller == "add" else _calls_of("add", "sub", a, b)[0]
+        assert len(callee) - TOP_STEPS_DRAWN <= meta["step"] < len(callee)
+        assert callee.transition(meta["step"]) == (s["prompt"], s["completion"])
+        callers[caller] += 1
+    assert min(callers.values()) > len(samples) / 4
+    # half the pairs are exactly 100 digits, Table 1's add_100 and sub_100
+    assert sum(len(s["meta"]["a"]) == 100 for s in samples) > len(samples) / 3
+    assert _draws_as_without("gt", seed=7, top_steps_share=1.0)
+
+
+TOP_STEPS_DRAWN = 12  # MachineSource.TOP_STEPS, written out: the test states what is drawn
+
+
 def _draws_as_without(op: str, seed: int, **share) -> bool:
     """Whether op's executor draws the same samples with `share` as without it: a share for other
     machines leaves its draws alone."""

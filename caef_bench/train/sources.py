@@ -125,6 +125,13 @@ class MachineSource:
     adds kept `[C] 1` past the run's end (rep_sub_50_round 5 of 50, step 158); a uniform step of such a
     run is the one where the carry stops once in 50-100 draws.
 
+    A share `top_steps_share` of add's samples are one of the last TOP_STEPS steps of ADD on two random
+    operands of one length above 90 digits (half of them 100): half ADD's own run (add_100), half SUB's first call
+    (a + reflection(b), a sum of 101 digits). Round 2f's add_100 and sub_100 failures, and round 2h's
+    remaining ones, are all there: a carry or a digit read wrong at the heads' cell 3-6 cells below the
+    top (`benchmarks/diagnosis/long_sum_tops.py`), a step a uniform draw of a 100-digit run reaches
+    once in ~100 draws, and only where the operands are that long.
+
     A share `top_run_share` of the comparisons' samples are runs of one digit below a different
     top digit (`9777…7`, 11-100 digits), the other operand equal or one digit apart; half of them
     the run's last three steps. Round 2c's executor_eq wrote the run's digit for the top one when
@@ -145,6 +152,7 @@ class MachineSource:
     WIDE_ABOVE = 90  # the operands' length in the wide draws: above this, up to max_len
     SUB_CALL_EQUAL = 0.1  # sub-call draws with a == b: LEFT_MASK erases a whole field of zeros
     SUB_CALL_PLAIN_ADD = 0.25  # add's sub-call draws that are ADD's own run on the pair
+    TOP_STEPS = 12  # the top-steps draws: one of the run's last this many steps
 
     def __init__(self, adapters: list[tuple[str, str]], max_len: int, seed: int, stage: int = 2,
                  edge_weight: float = 0.25, excluded: frozenset[str] = frozenset(), curriculum_steps: int = 0,
@@ -152,7 +160,7 @@ class MachineSource:
                  composer_share: float = 0.0, nines_share: float = 0.0, return_share: float = 0.0,
                  long_share: float = 0.0, structured_share: float = 0.0, structured_long_share: float = 0.0,
                  wide_share: float = 0.0, sub_call_share: float = 0.0, top_run_share: float = 0.0,
-                 carry_run_share: float = 0.0):
+                 carry_run_share: float = 0.0, top_steps_share: float = 0.0):
         self.adapters, self.max_len, self.seed, self.stage = adapters, max_len, seed, stage
         self.edge_weight, self.excluded, self.curriculum_steps = edge_weight, excluded, curriculum_steps
         self.equal_share, self.short_share, self.long_share = equal_share, short_share, long_share
@@ -160,7 +168,7 @@ class MachineSource:
         self.nines_share, self.return_share, self.structured_share = nines_share, return_share, structured_share
         self.structured_long_share, self.wide_share = structured_long_share, wide_share
         self.sub_call_share, self.top_run_share = sub_call_share, top_run_share
-        self.carry_run_share = carry_run_share
+        self.carry_run_share, self.top_steps_share = carry_run_share, top_steps_share
         # (op, longest, pool) -> classes: filtering 10,000 classes per sample dominated the sampling time
         self._allowed: dict[tuple[str, int | None, str], list] = {}
         self.fingerprint = f"machines:{adapters}:{max_len}:{stage}:{edge_weight}:{curriculum_steps}"
@@ -189,7 +197,9 @@ class MachineSource:
         if top_run_share and any(op in COMPARISON for _, op in adapters):
             self.fingerprint += f":top_runs={top_run_share}"
         if carry_run_share and any(op == "add" for _, op in adapters):
-            self.fingerprint += f":carry_runs={carry_run_share}"
+            self.fingerprint += f":carry_runs={carry_run_share}:carry_top_not_0"
+        if top_steps_share and any(op == "add" for _, op in adapters):
+            self.fingerprint += f":top_steps={top_steps_share}"
         if any(op == "left_mask" for _, op in adapters):
             self.fingerprint += ":left_mask_tail3"  # its samples lean on the last steps (see sample)
 
@@ -344,7 +354,8 @@ class MachineSource:
             length = rng.randint(self.LONG + 1, self.max_len + 1)  # SUB's sum: up to max_len + 1 digits
             nines = rng.randint(self.SHORT + 1, length - 1)
             above = rng.choice("1234567") + "".join(rng.choice("0123456789") for _ in range(length - nines - 2))
-            above = (above + rng.choice("012345678"))[-(length - nines):]  # the digit over the run is not 9
+            # the digit over the run is not 9, nor 0 when it is a's top digit (a would be all 9s)
+            above = (above + rng.choice("012345678" if length - nines > 1 else "12345678"))[-(length - nines):]
             a = int(above + "9" * nines)
             b = 1 if rng.random() < 0.7 else rng.randint(1, 999)
             if render_expr("add", a, b) not in self.excluded:
@@ -354,6 +365,21 @@ class MachineSource:
         step = min(last, rng.randint(nines - 1, nines + 2)) if rng.random() < 0.5 else rng.randint(0, last)
         meta = {"kind": "executor", "op": "add", "a": str(a), "b": str(b), "carry_run": True}
         return self._transition_sample("add", machine_run, step, meta)
+
+    def _top_steps_sample(self, rng: random.Random) -> dict:
+        """One of the last TOP_STEPS transitions of ADD on two random operands of one length above
+        WIDE_ABOVE digits: ADD's own run, or SUB's first call on the pair (see the class docstring)."""
+        # half of them max_len, the length of Table 1's 100-digit cells (both operands)
+        length = self.max_len if rng.random() < 0.5 else rng.randint(min(self.WIDE_ABOVE + 1, self.max_len), self.max_len)
+        caller = "add" if rng.random() < 0.5 else "sub"
+        while True:
+            a, b = draw_operands(caller, (length, length), rng)
+            if render_expr(caller, a, b) not in self.excluded:
+                break
+        callee = run("add", a, b) if caller == "add" else _calls_of("add", "sub", a, b)[0]
+        last = len(callee) - 1
+        step = rng.randint(max(0, last - self.TOP_STEPS + 1), last)
+        return _call_transition("add", caller, a, b, callee, step, top_steps=True)
 
     def _transition_sample(self, op: str, machine_run, step: int, meta: dict) -> dict:
         """One transition of a run of op's machine as a sample; a stage-1 prompt opens with the
@@ -367,6 +393,8 @@ class MachineSource:
         kind, op = self.adapters[rng.randrange(len(self.adapters))]
         if kind == "executor" and op in self.NINES and self.nines_share and rng.random() < self.nines_share:
             return self._nines_sample(op, rng, longest)
+        if kind == "executor" and op == "add" and self.top_steps_share and rng.random() < self.top_steps_share:
+            return self._top_steps_sample(rng)
         if kind == "executor" and op in self.WIDE and self.wide_share and rng.random() < self.wide_share:
             return self._wide_sample(op, rng)
         if kind == "executor" and op in self.WIDE and self.sub_call_share and rng.random() < self.sub_call_share:

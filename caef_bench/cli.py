@@ -465,6 +465,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--top-steps-share", type=float,
                        help="override the share of add samples that are one of the last 12 steps of ADD on two random "
                             "operands of one length above 90 digits (add_100's run, SUB's first call): the top digits")
+    train.add_argument("--top-steps-structured-share", type=float,
+                       help="override the share of the top-steps draws whose two operands are structured (runs of "
+                            "one digit, round numbers, ...), half of them at any step of the run")
     train.add_argument("--composer-share", type=float,
                        help="override the share of add and gt samples drawn from the calls inside SUB, MUL, DIV runs")
     train.add_argument("--position-scheme", choices=SCHEMES,

@@ -302,6 +302,32 @@ def test_a_top_steps_share_draws_the_last_steps_of_long_random_sums():
     assert _draws_as_without("gt", seed=7, top_steps_share=1.0)
 
 
+def test_a_top_steps_structured_share_puts_structured_long_sums_among_the_top_steps_draws():
+    from caef_bench.train.sources import MachineSource, _calls_of
+
+    source = MachineSource([("executor", "add")], 100, seed=7, top_steps_share=1.0, top_steps_structured_share=0.5)
+    assert ":top_steps=1.0:top_steps_structured=0.5" in source.fingerprint
+    samples = [s for step in range(4) for s in source.batch(step, 32)]
+    structured = [s for s in samples if s["meta"].get("structured")]
+    assert len(samples) / 4 < len(structured) < 3 * len(samples) / 4
+    below_top = 0
+    for s in structured:
+        meta = s["meta"]
+        a, b, caller = int(meta["a"]), int(meta["b"]), meta["caller"]
+        assert meta["top_steps"] and 90 < len(meta["a"]) <= 100
+        callee = run("add", a, b) if caller == "add" else _calls_of("add", "sub", a, b)[0]
+        assert callee.transition(meta["step"]) == (s["prompt"], s["completion"])
+        below_top += meta["step"] < len(callee) - TOP_STEPS_DRAWN
+    # half of the structured draws at any step of the run, where its runs of one digit are
+    assert below_top > len(structured) / 4
+    # a run of one digit of at least ten in most structured pairs; random pairs hardly ever hold one
+    assert sum(any(d * 10 in s["meta"]["a"] + " " + s["meta"]["b"] for d in "0123456789")
+               for s in structured) > len(structured) / 2
+    # without the share every top-steps draw is on random operands
+    plain = MachineSource([("executor", "add")], 100, seed=7, top_steps_share=1.0)
+    assert not any(s["meta"].get("structured") for s in plain.batch(1, 32))
+
+
 TOP_STEPS_DRAWN = 12  # MachineSource.TOP_STEPS, written out: the test states what is drawn
 
 

@@ -2,6 +2,7 @@
 
     python benchmarks/diagnosis/long_sum_tops.py --checkpoints A,B [--problems 200] [--last 15] [--seed 1]
     python benchmarks/diagnosis/long_sum_tops.py --checkpoints A --from-test-sets
+    python benchmarks/diagnosis/long_sum_tops.py --checkpoints A --cells rep_add_100_p1,rep_sub_100_p1 --last 0
 
 For --problems additions and subtractions of two random 100-digit operands, the last --last
 transitions of every ADD run (the addition's own; the subtraction's calls of ADD), each asked of the
@@ -10,49 +11,51 @@ The one-step gate draws one step of a 101-step run, so a step near the top that 
 hundred runs passes it (round 2f: 99.9% one step at add_100, 96.5% of runs right); here every such
 step of every problem is asked.
 
-The problems are drawn with --seed, held out from the test sets, as Table 1's add_100 and sub_100 are
-(two operands of 100 digits): a candidate chosen by this gate is not chosen on the problems Table 1
-scores it on. --from-test-sets asks the first --problems of those two cells instead, to explain an
-evaluation's failures (round 2f's: exactly its end-to-end failures).
+The problems are the cells' own generator drawn with --seed instead of the test sets' seed
+(`data.testsets.generate_cell`), less any problem of the test set: a candidate chosen by this gate is
+not chosen on the problems the tables score it on. --cells (default add_100,sub_100) takes any add
+or sub cell, the repeated-digit ones included (`rep_add_100_p1`: runs of one digit); --last 0 asks
+every step of every ADD run, where a structured run breaks mid-field. --from-test-sets asks the first
+--problems of the cells' test sets instead, to explain an evaluation's failures (round 2f's: exactly
+its end-to-end failures).
 """
 
 from __future__ import annotations
 
 import argparse
-import random
 
-from caef_bench.data.testsets import load_cell
-from caef_bench.data.training import draw_operands
+from caef_bench.data.testsets import generate_cell, load_cell
 from caef_bench.evaluate.onestep import generate_in_batches
 from caef_bench.machines import run, split_step_end
 from caef_bench.runtime.hf import load_step_model
 
 
 def held_out_problems(cell: str, problems: int, seed: int) -> list[dict]:
-    """`problems` pairs of two random operands of the cell's length, none of them in its test set."""
-    op, digits = cell.split("_")
+    """The first `problems` of the cell drawn with `seed`, none of them in its test set."""
     in_test_set = {(p["a"], p["b"]) for p in load_cell(cell)}
-    rng = random.Random(f"long_sum_tops:{seed}:{cell}")
-    drawn = []
-    while len(drawn) < problems:
-        a, b = draw_operands(op, (int(digits), int(digits)), rng)
-        if (str(a), str(b)) not in in_test_set:
-            drawn.append({"id": f"{cell}-drawn{seed}-{len(drawn) + 1:04d}", "a": str(a), "b": str(b)})
-    return drawn
+    drawn = [p for p in generate_cell(cell, seed) if (p["a"], p["b"]) not in in_test_set][:problems]
+    if len(drawn) < problems:
+        raise SystemExit(f"{cell} drawn with seed {seed} holds {len(drawn)} problems outside its test set, "
+                         f"fewer than --problems {problems}")
+    return [{**p, "id": f"{cell}-drawn{seed}-{i + 1:04d}"} for i, p in enumerate(drawn)]
 
 
-def top_steps(problems: int, last: int, seed: int | None = 1) -> list[tuple[str, str, str, str]]:
-    """(cell, problem id, input, output) of the last `last` transitions of each ADD run; the problems
-    drawn with `seed`, or Table 1's own where it is None."""
+def top_steps(cells: list[str], problems: int, last: int, seed: int | None = 1) -> list[tuple[str, str, str, str]]:
+    """(cell, problem id, input, output) of the last `last` transitions (every one where it is 0) of
+    each ADD run; the problems drawn with `seed`, or the test sets' own where it is None."""
     cases = []
-    for cell in ("add_100", "sub_100"):
+    for cell in cells:
+        op = load_cell(cell)[0]["op"]
+        if op not in ("add", "sub"):
+            raise SystemExit(f"{cell} is a {op} cell: ADD runs are asked of add and sub cells only")
         chosen = load_cell(cell)[:problems] if seed is None else held_out_problems(cell, problems, seed)
         for problem in chosen:
-            machine_run = run(cell.split("_")[0], int(problem["a"]), int(problem["b"]))
-            adds = [machine_run] if cell == "add_100" else [
+            machine_run = run(op, int(problem["a"]), int(problem["b"]))
+            adds = [machine_run] if op == "add" else [
                 phase.callee for phase in machine_run.phases if phase.callee is not None and phase.callee.machine == "ADD"]
             for add in adds:
-                cases += [(cell, problem["id"], *add.transition(i)) for i in range(max(0, len(add) - last), len(add))]
+                first = 0 if last == 0 else max(0, len(add) - last)
+                cases += [(cell, problem["id"], *add.transition(i)) for i in range(first, len(add))]
     return cases
 
 
@@ -60,16 +63,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoints", required=True, help="comma-separated adapter folders (tiny tier)")
     parser.add_argument("--problems", type=int, default=200)
-    parser.add_argument("--last", type=int, default=15)
+    parser.add_argument("--cells", default="add_100,sub_100", help="comma-separated add and sub cells")
+    parser.add_argument("--last", type=int, default=15, help="the last this many steps of each ADD run; 0: every step")
     parser.add_argument("--seed", type=int, default=1, help="the draw of the held-out problems (default 1)")
     parser.add_argument("--from-test-sets", action="store_true",
-                        help="the first --problems of Table 1's add_100 and sub_100, not held-out ones")
+                        help="the first --problems of the cells' test sets, not held-out ones")
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
-    cases = top_steps(args.problems, args.last, None if args.from_test_sets else args.seed)
-    problems = (f"the first {args.problems} problems of add_100 and sub_100" if args.from_test_sets else
-                f"{args.problems} held-out 100-digit additions and subtractions (seed {args.seed})")
-    print(f"{len(cases)} steps: the last {args.last} of every ADD run of {problems}", flush=True)
+    cells = args.cells.split(",")
+    cases = top_steps(cells, args.problems, args.last, None if args.from_test_sets else args.seed)
+    problems = (f"the first {args.problems} problems of {', '.join(cells)}" if args.from_test_sets else
+                f"{args.problems} held-out problems (seed {args.seed}) of each of {', '.join(cells)}")
+    steps = "every step" if args.last == 0 else f"the last {args.last}"
+    print(f"{len(cases)} steps: {steps} of every ADD run of {problems}", flush=True)
     for checkpoints in args.checkpoints.split(","):
         model = load_step_model("tiny", checkpoints, device=args.device)
         wrong: dict[str, list[str]] = {}

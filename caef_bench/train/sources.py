@@ -130,7 +130,10 @@ class MachineSource:
     (a + reflection(b), a sum of 101 digits). Round 2f's add_100 and sub_100 failures, and round 2h's
     remaining ones, are all there: a carry or a digit read wrong at the heads' cell 3-6 cells below the
     top (`benchmarks/diagnosis/long_sum_tops.py`), a step a uniform draw of a 100-digit run reaches
-    once in ~100 draws, and only where the operands are that long.
+    once in ~100 draws, and only where the operands are that long. A share `top_steps_structured_share`
+    of those draws are on two structured operands of that length (runs of one digit, round numbers,
+    ...), half of them at any step of the run: round 2j's add, drawn on random operands only, mended
+    the random tops and lost 100-digit runs of one digit (rep_add_100_p1 45/50, round 2h's 47).
 
     A share `top_run_share` of the comparisons' samples are runs of one digit below a different
     top digit (`9777…7`, 11-100 digits), the other operand equal or one digit apart; half of them
@@ -160,7 +163,7 @@ class MachineSource:
                  composer_share: float = 0.0, nines_share: float = 0.0, return_share: float = 0.0,
                  long_share: float = 0.0, structured_share: float = 0.0, structured_long_share: float = 0.0,
                  wide_share: float = 0.0, sub_call_share: float = 0.0, top_run_share: float = 0.0,
-                 carry_run_share: float = 0.0, top_steps_share: float = 0.0):
+                 carry_run_share: float = 0.0, top_steps_share: float = 0.0, top_steps_structured_share: float = 0.0):
         self.adapters, self.max_len, self.seed, self.stage = adapters, max_len, seed, stage
         self.edge_weight, self.excluded, self.curriculum_steps = edge_weight, excluded, curriculum_steps
         self.equal_share, self.short_share, self.long_share = equal_share, short_share, long_share
@@ -169,6 +172,7 @@ class MachineSource:
         self.structured_long_share, self.wide_share = structured_long_share, wide_share
         self.sub_call_share, self.top_run_share = sub_call_share, top_run_share
         self.carry_run_share, self.top_steps_share = carry_run_share, top_steps_share
+        self.top_steps_structured_share = top_steps_structured_share
         # (op, longest, pool) -> classes: filtering 10,000 classes per sample dominated the sampling time
         self._allowed: dict[tuple[str, int | None, str], list] = {}
         self.fingerprint = f"machines:{adapters}:{max_len}:{stage}:{edge_weight}:{curriculum_steps}"
@@ -200,6 +204,8 @@ class MachineSource:
             self.fingerprint += f":carry_runs={carry_run_share}:carry_top_not_0"
         if top_steps_share and any(op == "add" for _, op in adapters):
             self.fingerprint += f":top_steps={top_steps_share}"
+            if top_steps_structured_share:
+                self.fingerprint += f":top_steps_structured={top_steps_structured_share}"
         if any(op == "left_mask" for _, op in adapters):
             self.fingerprint += ":left_mask_tail3"  # its samples lean on the last steps (see sample)
 
@@ -368,18 +374,27 @@ class MachineSource:
 
     def _top_steps_sample(self, rng: random.Random) -> dict:
         """One of the last TOP_STEPS transitions of ADD on two random operands of one length above
-        WIDE_ABOVE digits: ADD's own run, or SUB's first call on the pair (see the class docstring)."""
+        WIDE_ABOVE digits: ADD's own run, or SUB's first call on the pair (see the class docstring).
+        A share `top_steps_structured_share` of them are on two structured operands instead, half of
+        those at any step of the run, where their runs of one digit are."""
         # half of them max_len, the length of Table 1's 100-digit cells (both operands)
         length = self.max_len if rng.random() < 0.5 else rng.randint(min(self.WIDE_ABOVE + 1, self.max_len), self.max_len)
         caller = "add" if rng.random() < 0.5 else "sub"
+        # drawn only when the share is on, so the random-only stream stays as it was
+        structured = bool(self.top_steps_structured_share) and rng.random() < self.top_steps_structured_share
         while True:
-            a, b = draw_operands(caller, (length, length), rng)
+            if structured:
+                _, (a, b) = structured_pair(rng, caller, (length, length))
+            else:
+                a, b = draw_operands(caller, (length, length), rng)
             if render_expr(caller, a, b) not in self.excluded:
                 break
         callee = run("add", a, b) if caller == "add" else _calls_of("add", "sub", a, b)[0]
         last = len(callee) - 1
-        step = rng.randint(max(0, last - self.TOP_STEPS + 1), last)
-        return _call_transition("add", caller, a, b, callee, step, top_steps=True)
+        anywhere = structured and rng.random() < 0.5
+        step = rng.randint(0, last) if anywhere else rng.randint(max(0, last - self.TOP_STEPS + 1), last)
+        meta = {"top_steps": True, "structured": True} if structured else {"top_steps": True}
+        return _call_transition("add", caller, a, b, callee, step, **meta)
 
     def _transition_sample(self, op: str, machine_run, step: int, meta: dict) -> dict:
         """One transition of a run of op's machine as a sample; a stage-1 prompt opens with the

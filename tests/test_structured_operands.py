@@ -306,8 +306,16 @@ def test_a_top_steps_structured_share_puts_structured_long_sums_among_the_top_st
     from caef_bench.train.sources import MachineSource, _calls_of
 
     source = MachineSource([("executor", "add")], 100, seed=7, top_steps_share=1.0, top_steps_structured_share=0.5)
-    assert ":top_steps=1.0:top_steps_structured=0.5" in source.fingerprint
+    assert ":top_steps=1.0:top_steps_structured=0.5:both_sub_calls" in source.fingerprint
     samples = [s for step in range(4) for s in source.batch(step, 32)]
+    # SUB's draws from both of its ADD calls: a + reflection(b), then that sum + 1
+    calls = set()
+    for s in samples:
+        meta = s["meta"]
+        if meta["caller"] == "sub":
+            callees = _calls_of("add", "sub", int(meta["a"]), int(meta["b"]))
+            calls |= {i for i, c in enumerate(callees) if meta["step"] < len(c) and c.transition(meta["step"])[0] == s["prompt"]}
+    assert calls == {0, 1}
     structured = [s for s in samples if s["meta"].get("structured")]
     assert len(samples) / 4 < len(structured) < 3 * len(samples) / 4
     below_top = 0
@@ -315,7 +323,8 @@ def test_a_top_steps_structured_share_puts_structured_long_sums_among_the_top_st
         meta = s["meta"]
         a, b, caller = int(meta["a"]), int(meta["b"]), meta["caller"]
         assert meta["top_steps"] and 90 < len(meta["a"]) <= 100
-        callee = run("add", a, b) if caller == "add" else _calls_of("add", "sub", a, b)[0]
+        callees = [run("add", a, b)] if caller == "add" else _calls_of("add", "sub", a, b)
+        callee = next(c for c in callees if meta["step"] < len(c) and c.transition(meta["step"])[0] == s["prompt"])
         assert callee.transition(meta["step"]) == (s["prompt"], s["completion"])
         below_top += meta["step"] < len(callee) - TOP_STEPS_DRAWN
     # half of the structured draws at any step of the run, where its runs of one digit are

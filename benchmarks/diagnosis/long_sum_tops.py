@@ -23,6 +23,7 @@ its end-to-end failures).
 from __future__ import annotations
 
 import argparse
+import json
 
 from caef_bench.data.testsets import generate_cell, load_cell
 from caef_bench.evaluate.onestep import generate_in_batches
@@ -41,7 +42,7 @@ def held_out_problems(cell: str, problems: int, seed: int) -> list[dict]:
 
 
 def top_steps(cells: list[str], problems: int, last: int, seed: int | None = 1) -> list[tuple[str, str, str, str]]:
-    """(cell, problem id, input, output) of the last `last` transitions (every one where it is 0) of
+    """(cell, "<problem id> call <n> step <i>", input, output) of the last `last` transitions (every one where it is 0) of
     each ADD run; the problems drawn with `seed`, or the test sets' own where it is None."""
     cases = []
     for cell in cells:
@@ -53,9 +54,10 @@ def top_steps(cells: list[str], problems: int, last: int, seed: int | None = 1) 
             machine_run = run(op, int(problem["a"]), int(problem["b"]))
             adds = [machine_run] if op == "add" else [
                 phase.callee for phase in machine_run.phases if phase.callee is not None and phase.callee.machine == "ADD"]
-            for add in adds:
+            for call, add in enumerate(adds):
                 first = 0 if last == 0 else max(0, len(add) - last)
-                cases += [(cell, problem["id"], *add.transition(i)) for i in range(first, len(add))]
+                cases += [(cell, f"{problem['id']} call {call} step {i}", *add.transition(i))
+                          for i in range(first, len(add))]
     return cases
 
 
@@ -69,6 +71,7 @@ def main() -> None:
     parser.add_argument("--from-test-sets", action="store_true",
                         help="the first --problems of the cells' test sets, not held-out ones")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--json", help="also write every wrong step here (where, input, expected, output)")
     args = parser.parse_args()
     cells = args.cells.split(",")
     cases = top_steps(cells, args.problems, args.last, None if args.from_test_sets else args.seed)
@@ -79,13 +82,21 @@ def main() -> None:
     for checkpoints in args.checkpoints.split(","):
         model = load_step_model("tiny", checkpoints, device=args.device)
         wrong: dict[str, list[str]] = {}
+        misses = []
         outputs = generate_in_batches(model, "executor_add", [prompt for _, _, prompt, _ in cases])
-        for (cell, problem_id, _, expected), output in zip(cases, outputs):
+        for (cell, where, prompt, expected), output in zip(cases, outputs):
             if split_step_end(output)[0] != expected:
-                wrong.setdefault(cell, []).append(problem_id)
+                wrong.setdefault(cell, []).append(where.split(" ")[0])
+                misses.append({"checkpoints": checkpoints, "cell": cell, "where": where, "input": prompt,
+                               "expected": expected, "output": output})
         found = "; ".join(f"{cell}: {len(ids)} steps wrong, problems {' '.join(sorted(set(ids)))}"
                           for cell, ids in wrong.items())
         print(f"{checkpoints}: {found or 'every step right'}", flush=True)
+        for miss in misses[:20]:
+            print(f"  {miss['where']}", flush=True)
+        if args.json:
+            with open(args.json, "a", encoding="utf-8") as out:
+                out.writelines(json.dumps(miss) + "\n" for miss in misses)
 
 
 if __name__ == "__main__":

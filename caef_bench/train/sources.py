@@ -133,7 +133,9 @@ class MachineSource:
     once in ~100 draws, and only where the operands are that long. A share `top_steps_structured_share`
     of those draws are on two structured operands of that length (runs of one digit, round numbers,
     ...), half of them at any step of the run: round 2j's add, drawn on random operands only, mended
-    the random tops and lost 100-digit runs of one digit (rep_add_100_p1 45/50, round 2h's 47).
+    the random tops and lost 100-digit runs of one digit (rep_add_100_p1 45/50, round 2h's 47). With
+    that share on, SUB's draws take either of its ADD calls (the second adds 1 to the 101-digit sum):
+    held out, 100-digit runs of one digit broke at that call's top steps (long_sum_tops.py --last 0).
 
     A share `top_run_share` of the comparisons' samples are runs of one digit below a different
     top digit (`9777…7`, 11-100 digits), the other operand equal or one digit apart; half of them
@@ -205,7 +207,7 @@ class MachineSource:
         if top_steps_share and any(op == "add" for _, op in adapters):
             self.fingerprint += f":top_steps={top_steps_share}"
             if top_steps_structured_share:
-                self.fingerprint += f":top_steps_structured={top_steps_structured_share}"
+                self.fingerprint += f":top_steps_structured={top_steps_structured_share}:both_sub_calls"
         if any(op == "left_mask" for _, op in adapters):
             self.fingerprint += ":left_mask_tail3"  # its samples lean on the last steps (see sample)
 
@@ -389,7 +391,12 @@ class MachineSource:
                 a, b = draw_operands(caller, (length, length), rng)
             if render_expr(caller, a, b) not in self.excluded:
                 break
-        callee = run("add", a, b) if caller == "add" else _calls_of("add", "sub", a, b)[0]
+        if caller == "add":
+            callee = run("add", a, b)
+        elif self.top_steps_structured_share:  # SUB's adding of 1 too (its second call), drawn only with the share
+            callee = rng.choice(_calls_of("add", "sub", a, b))
+        else:
+            callee = _calls_of("add", "sub", a, b)[0]
         last = len(callee) - 1
         anywhere = structured and rng.random() < 0.5
         step = rng.randint(0, last) if anywhere else rng.randint(max(0, last - self.TOP_STEPS + 1), last)

@@ -303,38 +303,41 @@ def test_a_top_steps_share_draws_the_last_steps_of_long_random_sums():
 
 
 def test_a_top_steps_structured_share_puts_structured_long_sums_among_the_top_steps_draws():
-    from caef_bench.train.sources import MachineSource, _calls_of
+    from caef_bench.train.sources import MachineSource
 
     source = MachineSource([("executor", "add")], 100, seed=7, top_steps_share=1.0, top_steps_structured_share=0.5)
     assert ":top_steps=1.0:top_steps_structured=0.5:both_sub_calls" in source.fingerprint
     samples = [s for step in range(4) for s in source.batch(step, 32)]
+    drawn = [(s, *_drawn_call(s)) for s in samples]
     # SUB's draws from both of its ADD calls: a + reflection(b), then that sum + 1
-    calls = set()
-    for s in samples:
-        meta = s["meta"]
-        if meta["caller"] == "sub":
-            callees = _calls_of("add", "sub", int(meta["a"]), int(meta["b"]))
-            calls |= {i for i, c in enumerate(callees) if meta["step"] < len(c) and c.transition(meta["step"])[0] == s["prompt"]}
-    assert calls == {0, 1}
-    structured = [s for s in samples if s["meta"].get("structured")]
+    assert {call for s, call, _ in drawn if s["meta"]["caller"] == "sub"} == {0, 1}
+    structured = [(s, callee) for s, _, callee in drawn if s["meta"].get("structured")]
     assert len(samples) / 4 < len(structured) < 3 * len(samples) / 4
     below_top = 0
-    for s in structured:
+    for s, callee in structured:
         meta = s["meta"]
-        a, b, caller = int(meta["a"]), int(meta["b"]), meta["caller"]
         assert meta["top_steps"] and 90 < len(meta["a"]) <= 100
-        callees = [run("add", a, b)] if caller == "add" else _calls_of("add", "sub", a, b)
-        callee = next(c for c in callees if meta["step"] < len(c) and c.transition(meta["step"])[0] == s["prompt"])
         assert callee.transition(meta["step"]) == (s["prompt"], s["completion"])
         below_top += meta["step"] < len(callee) - TOP_STEPS_DRAWN
     # half of the structured draws at any step of the run, where its runs of one digit are
     assert below_top > len(structured) / 4
     # a run of one digit of at least ten in most structured pairs; random pairs hardly ever hold one
     assert sum(any(d * 10 in s["meta"]["a"] + " " + s["meta"]["b"] for d in "0123456789")
-               for s in structured) > len(structured) / 2
+               for s, _ in structured) > len(structured) / 2
     # without the share every top-steps draw is on random operands
     plain = MachineSource([("executor", "add")], 100, seed=7, top_steps_share=1.0)
     assert not any(s["meta"].get("structured") for s in plain.batch(1, 32))
+
+
+def _drawn_call(sample: dict) -> tuple[int, object]:
+    """(index, run) of the ADD run a top-steps sample was drawn from: the pair's own run for the
+    caller add, SUB's calls of ADD in order for sub (the one whose step is the sample's input)."""
+    from caef_bench.train.sources import _calls_of
+
+    meta = sample["meta"]
+    a, b, step = int(meta["a"]), int(meta["b"]), meta["step"]
+    runs = [run("add", a, b)] if meta["caller"] == "add" else _calls_of("add", "sub", a, b)
+    return next((i, r) for i, r in enumerate(runs) if step < len(r) and r.transition(step)[0] == sample["prompt"])
 
 
 TOP_STEPS_DRAWN = 12  # MachineSource.TOP_STEPS, written out: the test states what is drawn

@@ -25,7 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from caef_bench.data.testsets import generate_cell, load_cell
+from caef_bench.data.testsets import CELLS, generate_cell, load_cell
 from caef_bench.evaluate.onestep import generate_in_batches
 from caef_bench.machines import run, split_step_end
 from caef_bench.runtime.hf import load_step_model
@@ -46,14 +46,15 @@ def top_steps(cells: list[str], problems: int, last: int, seed: int | None = 1) 
     each ADD run; the problems drawn with `seed`, or the test sets' own where it is None."""
     cases = []
     for cell in cells:
-        op = load_cell(cell)[0]["op"]
+        if cell not in CELLS:
+            raise SystemExit(f"unknown cell {cell!r}; known cells: {', '.join(CELLS)}")
+        op = CELLS[cell].op
         if op not in ("add", "sub"):
             raise SystemExit(f"{cell} is a {op} cell: ADD runs are asked of add and sub cells only")
         chosen = load_cell(cell)[:problems] if seed is None else held_out_problems(cell, problems, seed)
         for problem in chosen:
             machine_run = run(op, int(problem["a"]), int(problem["b"]))
-            adds = [machine_run] if op == "add" else [
-                phase.callee for phase in machine_run.phases if phase.callee is not None and phase.callee.machine == "ADD"]
+            adds = [machine_run] if op == "add" else [callee for _, callee in machine_run.calls() if callee.machine == "ADD"]
             for call, add in enumerate(adds):
                 first = 0 if last == 0 else max(0, len(add) - last)
                 cases += [(cell, f"{problem['id']} call {call} step {i}", *add.transition(i))
@@ -81,16 +82,14 @@ def main() -> None:
     print(f"{len(cases)} steps: {steps} of every ADD run of {problems}", flush=True)
     for checkpoints in args.checkpoints.split(","):
         model = load_step_model("tiny", checkpoints, device=args.device)
-        wrong: dict[str, list[str]] = {}
-        misses = []
         outputs = generate_in_batches(model, "executor_add", [prompt for _, _, prompt, _ in cases])
-        for (cell, where, prompt, expected), output in zip(cases, outputs):
-            if split_step_end(output)[0] != expected:
-                wrong.setdefault(cell, []).append(where.split(" ")[0])
-                misses.append({"checkpoints": checkpoints, "cell": cell, "where": where, "input": prompt,
-                               "expected": expected, "output": output})
+        misses = [{"checkpoints": checkpoints, "cell": cell, "where": where, "input": prompt, "expected": expected,
+                   "output": output}
+                  for (cell, where, prompt, expected), output in zip(cases, outputs)
+                  if split_step_end(output)[0] != expected]
+        wrong = {cell: [m["where"].split(" ")[0] for m in misses if m["cell"] == cell] for cell in cells}
         found = "; ".join(f"{cell}: {len(ids)} steps wrong, problems {' '.join(sorted(set(ids)))}"
-                          for cell, ids in wrong.items())
+                          for cell, ids in wrong.items() if ids)
         print(f"{checkpoints}: {found or 'every step right'}", flush=True)
         for miss in misses[:20]:
             print(f"  {miss['where']}", flush=True)

@@ -391,12 +391,9 @@ class MachineSource:
                 a, b = draw_operands(caller, (length, length), rng)
             if render_expr(caller, a, b) not in self.excluded:
                 break
-        if caller == "add":
-            callee = run("add", a, b)
-        elif self.top_steps_structured_share:  # SUB's adding of 1 too (its second call), drawn only with the share
-            callee = rng.choice(_calls_of("add", "sub", a, b))
-        else:
-            callee = _calls_of("add", "sub", a, b)[0]
+        calls = [run("add", a, b)] if caller == "add" else _calls_of("add", "sub", a, b)
+        # SUB's adding of 1 too (its second call), drawn only with the share: the old stream stays as it was
+        callee = rng.choice(calls) if caller == "sub" and self.top_steps_structured_share else calls[0]
         last = len(callee) - 1
         anywhere = structured and rng.random() < 0.5
         step = rng.randint(0, last) if anywhere else rng.randint(max(0, last - self.TOP_STEPS + 1), last)

@@ -157,8 +157,7 @@ def test_composer_share_draws_transitions_of_the_calls_composers_make():
     assert {s["meta"]["caller"] for s in called} == {"sub", "mul"}
     for sample in called[:40]:  # each is a transition of an ADD call inside that composer's run
         meta = sample["meta"]
-        calls = [p.callee for p in run(meta["caller"], int(meta["a"]), int(meta["b"])).phases
-                 if p.callee is not None and p.callee.machine == "ADD"]
+        calls = [c for _, c in run(meta["caller"], int(meta["a"]), int(meta["b"])).calls() if c.machine == "ADD"]
         assert any(c.transition(meta["step"]) == (sample["prompt"], sample["completion"])
                    for c in calls if meta["step"] < len(c))
     # MUL's first call adds a to itself: operands that random draws almost never give

@@ -504,8 +504,7 @@ class MachineSource:
 def _calls_of(op: str, composer: str, a: int, b: int) -> list:
     """The runs of op's machine that a composer run on (a, b) calls, in order."""
     machine = OPERATIONS[op].machine
-    return [phase.callee for phase in run(composer, a, b).phases
-            if phase.callee is not None and phase.callee.machine == machine]
+    return [callee for _, callee in run(composer, a, b).calls() if callee.machine == machine]
 
 
 def _call_transition(op: str, composer: str, a: int, b: int, callee, step: int, **meta) -> dict:

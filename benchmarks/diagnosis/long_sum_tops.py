@@ -30,6 +30,8 @@ from caef_bench.evaluate.onestep import generate_in_batches
 from caef_bench.machines import run, split_step_end
 from caef_bench.runtime.hf import load_step_model
 
+PIECE = 1024  # steps asked between two progress lines
+
 
 def held_out_problems(cell: str, problems: int, seed: int) -> list[dict]:
     """The first `problems` of the cell drawn with `seed`, none of them in its test set."""
@@ -82,20 +84,27 @@ def main() -> None:
     print(f"{len(cases)} steps: {steps} of every ADD run of {problems}", flush=True)
     for checkpoints in args.checkpoints.split(","):
         model = load_step_model("tiny", checkpoints, device=args.device)
-        outputs = generate_in_batches(model, "executor_add", [prompt for _, _, prompt, _ in cases])
-        misses = [{"checkpoints": checkpoints, "cell": cell, "where": where, "input": prompt, "expected": expected,
-                   "output": output}
-                  for (cell, where, prompt, expected), output in zip(cases, outputs)
-                  if split_step_end(output)[0] != expected]
+        misses = []
+        # In pieces, each piece's misses written as it ends: a run stopped at its time (a device call)
+        # keeps what it asked, and says how far it got.
+        for start in range(0, len(cases), PIECE):
+            piece = cases[start:start + PIECE]
+            outputs = generate_in_batches(model, "executor_add", [prompt for _, _, prompt, _ in piece])
+            found = [{"checkpoints": checkpoints, "cell": cell, "where": where, "input": prompt, "expected": expected,
+                      "output": output}
+                     for (cell, where, prompt, expected), output in zip(piece, outputs)
+                     if split_step_end(output)[0] != expected]
+            misses += found
+            if args.json:
+                with open(args.json, "a", encoding="utf-8") as out:
+                    out.writelines(json.dumps(miss) + "\n" for miss in found)
+            print(f"{checkpoints}: {start + len(piece)} of {len(cases)} steps asked, {len(misses)} wrong", flush=True)
         wrong = {cell: [m["where"].split(" ")[0] for m in misses if m["cell"] == cell] for cell in cells}
         found = "; ".join(f"{cell}: {len(ids)} steps wrong, problems {' '.join(sorted(set(ids)))}"
                           for cell, ids in wrong.items() if ids)
         print(f"{checkpoints}: {found or 'every step right'}", flush=True)
         for miss in misses[:20]:
             print(f"  {miss['where']}", flush=True)
-        if args.json:
-            with open(args.json, "a", encoding="utf-8") as out:
-                out.writelines(json.dumps(miss) + "\n" for miss in misses)
 
 
 if __name__ == "__main__":

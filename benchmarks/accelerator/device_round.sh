@@ -7,6 +7,8 @@
 #
 # INIT: the tier whose adapters the round trains further (default checkpoints/tiny, the shipped ones;
 # carry another, e.g. round 1's work/candidate_r1, with the call). PLAN: training_round.py --plan.
+# FULL_EVALUATION=0 in the environment: the gates alone beside each other, no full-size evaluation
+# (a call that trains longer, leaving the evaluation to the next one).
 #
 # On the CPU, to try every step of it before spending device time:
 #   benchmarks/accelerator/device_round.sh work/device_smoke cpu 1 120 0.01
@@ -29,6 +31,7 @@ per_cell=1000; problems=20; processes=8
 # The gates: one-step at $per_cell cases per cell on random and structured cells, in four processes
 # (the executors in three groups, the aligners) so that each adapter is reached within the call; every
 # step of $problems problems per cell for each executor (a 100-digit run needs ~99.99% per step).
+mkdir -p work/gates
 groups=("gt,lt,eq|" "add,sub|" "reflection,left_mask,mul,div|" "|add,sub,gt,lt,eq,mul,div")
 for group in "${groups[@]}"; do
     executors=${group%|*}; aligners=${group#*|}; name=${executors:-aligners}; name=${name//,/_}
@@ -37,13 +40,29 @@ for group in "${groups[@]}"; do
 done
 timeout "$eval_seconds" $python -m caef_bench onestep "${gate[@]}" --aligners "" --every-step --per-cell "$problems" \
     --out work/gates/every_step > work/gates_every_step.log 2>&1 &
-timeout "$eval_seconds" $python benchmarks/accelerator/full_evaluation.py --out work/device_eval --device "$device" \
-    --checkpoints work/candidate --processes "$processes" --minutes 60 $([ "$device" = cpu ] && echo --smoke) \
-    --bring-back "$out" > work/device_eval.log 2>&1
-say "evaluation stopped (exit $?)"
+# executor_add on every step of held-out 100-digit runs of one digit and on the top steps of random
+# 100-digit sums (long_sum_tops.py): where the one-step gate passed adapters that broke end to end.
+# Every step of 25 runs per cell, and the last 15 steps of 200 random problems per cell (the CPU: 1).
+tops=(--checkpoints work/candidate --device "$device")
+runs=25; random_problems=200
+[ "$device" = cpu ] && runs=1 && random_problems=1
+timeout "$eval_seconds" $python benchmarks/diagnosis/long_sum_tops.py "${tops[@]}" --cells rep_add_100_p1,rep_sub_100_p1 \
+    --last 0 --problems "$runs" --json work/gates/long_runs_p1.jsonl > work/gates_long_runs_p1.log 2>&1 &
+timeout "$eval_seconds" $python benchmarks/diagnosis/long_sum_tops.py "${tops[@]}" --problems "$random_problems" \
+    --json work/gates/long_runs_tops.jsonl > work/gates_long_runs_tops.log 2>&1 &
+if [ "${FULL_EVALUATION:-1}" = 1 ]; then
+    timeout "$eval_seconds" $python benchmarks/accelerator/full_evaluation.py --out work/device_eval --device "$device" \
+        --checkpoints work/candidate --processes "$processes" --minutes 60 $([ "$device" = cpu ] && echo --smoke) \
+        --bring-back "$out" > work/device_eval.log 2>&1
+    say "evaluation stopped (exit $?)"
+fi
 wait
-$python benchmarks/accelerator/full_evaluation.py --out work/device_eval --checkpoints work/candidate --pack-only \
-    --bring-back "$out" 2>&1 | tee -a "$out/device.log"
+say "gates done"
+if [ "${FULL_EVALUATION:-1}" = 1 ]; then
+    $python benchmarks/accelerator/full_evaluation.py --out work/device_eval --checkpoints work/candidate --pack-only \
+        --bring-back "$out" 2>&1 | tee -a "$out/device.log"
+fi
 mkdir -p work/gates  # (a gate that never started leaves no folder)
+mkdir -p work/device_eval && touch work/device_eval.log
 (cd work && tar czf - gates device_eval gates_*.log device_eval.log) > "$out/evaluation.tgz"
 say "packed: $(ls "$out" | tr '\n' ' ')"

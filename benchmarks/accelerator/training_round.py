@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 from pathlib import Path
 
@@ -75,7 +76,50 @@ ROUND_2B_STREAMS = [
     ("executor_sub", _long_stream("sub"), 350, 1),
     ("gt_eq", _long_stream("gt,eq"), 200, 1),
 ]
-PLANS = {"round2": ROUND_2_STREAMS, "round2b": ROUND_2B_STREAMS}
+
+
+# Rebuild, from the shipped tier in one call: the candidate tiers of rounds 1-2q lived in a development
+# machine's work folder and were lost with it (docs/structured-operands.md, "Where the candidates went").
+# Each stream trains its adapters once with the shares of the last round that kept them in round 2h's
+# tier (round 2o's for executor_add), for about as many samples as that adapter's rounds summed
+# (rounds 1, 2 and 2b on the H200 in steps of 128, the CPU rounds' steps of 32 counted as a quarter),
+# as far as about six minutes allow: by round 2's rates on the H200 (its manifests: 2.2-3.1 steps of
+# 128 a second per stream for the executors of long operands, 2.6-7 for the aligners, nine streams
+# sharing the GPU; a stream's adapters train one after the other), slowed a tenth by a tenth stream.
+# executor_add gets 700 steps where its rounds summed about 1,300. Every share below is one a round of
+# that document measured.
+def _shares(executors: str, aligners: str, lr: str, **shares: float) -> list[str]:
+    flags = [f"--{name.replace('_', '-')}" for name in shares]
+    return ["--executors", executors, "--aligners", aligners, "--lr", lr,
+            *[part for flag, value in zip(flags, shares.values()) for part in (flag, str(value))]]
+
+
+_LONG = {"structured_share": 0.5, "structured_long_share": 0.6, "long_share": 0.5}
+_SUB_CALLS = {"wide_share": 0.2, "sub_call_share": 0.4}
+_ADD_RUNS = {**_LONG, **_SUB_CALLS, "carry_run_share": 0.4}
+REBUILD_STREAMS = [
+    # executor_add as its rounds went: round 2h's draws first (nine in ten of them long or structured
+    # already), then round 2o's top steps at round 2o's rate; the top-steps draws at once, from the
+    # shipped add, would leave it one general draw in fifteen for 800 steps, and the short cells untried.
+    ("executor_add", [(_shares("add", "", "2e-4", **_ADD_RUNS), 450),
+                      (_shares("add", "", "1e-4", **_ADD_RUNS, top_steps_share=0.6, top_steps_structured_share=0.6),
+                       250)], 1),
+    ("executor_sub", [(_shares("sub", "", "1.5e-4", **{**_LONG, "structured_long_share": 0.5}), 650)], 1),
+    ("executor_gt", [(_shares("gt", "", "1.5e-4", **_LONG), 850)], 1),
+    ("executor_lt", [(_shares("lt", "", "2e-4", **_LONG), 800)], 1),
+    ("eq_reflection", [(_shares("eq,reflection", "", "1.5e-4", **_LONG, top_run_share=0.3), 400)], 1),
+    ("executor_left_mask", [(_shares("left_mask", "", "1.5e-4", **_LONG, **_SUB_CALLS), 750)], 1),
+    ("mul_div", [(_shares("mul,div", "", "2e-4", structured_share=0.7, return_share=0.3), 450)], 1),
+    ("aligners_a", [(_shares("", "add,sub", "3e-4", structured_share=0.5, structured_long_share=0.5), 400)], 1),
+    ("aligners_b", [(_shares("", "gt,lt", "3e-4", structured_share=0.5, structured_long_share=0.5), 450)], 1),
+    ("aligners_c", [(_shares("", "eq,mul,div", "3e-4", structured_share=0.6, structured_long_share=0.6,
+                             long_share=0.5), 450)], 1),
+]
+# A stream trains its phases one after the other, each from the adapters of the phase before (the first
+# from --adapter-init): (name, [(settings, steps per adapter), ...], batch-building processes).
+PLANS = {"round2": [(name, [(settings, steps)], workers) for name, settings, steps, workers in ROUND_2_STREAMS],
+         "round2b": [(name, [(settings, steps)], workers) for name, settings, steps, workers in ROUND_2B_STREAMS],
+         "rebuild": REBUILD_STREAMS}
 # The LoRA-direct curve: one run per operator to its whole budget (the samples of its CAEF executor and
 # aligner), snapshots at each fraction; the largest budgets get a process of their own.
 DIRECT_STREAMS = [["add"], ["sub"], ["gt", "lt"], ["eq", "mul", "div"]]
@@ -92,7 +136,8 @@ def main(argv=None) -> int:
                         help="the CAEF streams' batch (a CPU smoke run: 8; six streams of 128 fill 24 GB)")
     parser.add_argument("--direct-steps", type=int, help="the curve runs' steps (default: each whole budget)")
     parser.add_argument("--minutes", type=float, default=5.0, help="stop every stream after this many minutes")
-    parser.add_argument("--plan", choices=PLANS, default="round2", help="which streams (round2b: from round 2's tier)")
+    parser.add_argument("--plan", choices=PLANS, default="round2",
+                        help="which streams (round2b: from round 2's tier; rebuild: every adapter from the shipped tier)")
     parser.add_argument("--direct", action="store_true", help="also the LoRA-direct curve (round 1 made it)")
     parser.add_argument("--adapter-init", default="checkpoints/tiny",
                         help="the tier whose adapters this round trains further (and the candidate's other adapters)")
@@ -105,31 +150,33 @@ def main(argv=None) -> int:
     logs = run / "logs"  # (packed into logs.tgz: a call brings back at most 8 files)
     logs.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
+    deadline = started + 60 * args.minutes
     gpu = args.device != "cpu"
-    stop = ["--stop-after", str(60 * args.minutes), "--device", args.device]
+    device = ["--device", args.device]
     commands = {}
     streams = PLANS[args.plan]
-    for name, settings, steps, workers in streams:
-        commands[name] = [*CAEF, "--batch", str(args.batch), "--adapter-init", args.adapter_init, *settings,
-                          "--out", str(run / name),
-                          "--stage2-steps", str(max(2, round(steps * args.scale))), "--workers",
-                          str(workers if gpu else 0), *stop]
+    for name, phases, workers in streams:
+        commands[name] = []
+        init = args.adapter_init
+        for number, (settings, steps) in enumerate(phases, 1):
+            folder = run / name if number == len(phases) else run / f"{name}.phase{number}"
+            commands[name].append(([*CAEF, "--batch", str(args.batch), "--adapter-init", str(init), *settings,
+                                    "--out", str(folder), "--stage2-steps", str(max(2, round(steps * args.scale))),
+                                    "--workers", str(workers if gpu else 0), *device], folder))
+            init = folder
     for ops in (DIRECT_STREAMS if args.direct else []):
-        commands["direct_" + "_".join(ops)] = [
+        commands["direct_" + "_".join(ops)] = [([
             "train-curve", "--ops", ",".join(ops), "--fractions", FRACTIONS, "--out", str(curve), "--quiet",
-            "--workers", "1" if gpu else "0", *stop,
-            *(["--stage2-steps", str(args.direct_steps)] if args.direct_steps else [])]
-    procs = []
-    for name, command in commands.items():
-        full = [sys.executable, "-m", "caef_bench", *command]
-        print(" ".join(full[1:]), flush=True)
-        log = open(logs / f"{name}.log", "w")
-        procs.append((name, subprocess.Popen(full, stdout=log, stderr=subprocess.STDOUT,
-                                             env={**os.environ, "PYTHONUNBUFFERED": "1"}), log))
+            "--workers", "1" if gpu else "0", *device,
+            *(["--stage2-steps", str(args.direct_steps)] if args.direct_steps else [])], curve)]
     codes = {}
-    for name, proc, log in procs:
-        codes[name] = proc.wait()
-        log.close()
+    threads = [threading.Thread(target=lambda name=name, phases=phases: codes.update(
+                   {name: _run_phases(phases, logs / f"{name}.log", deadline)}))
+               for name, phases in commands.items()]
+    for thread in threads:
+        thread.start()
+    for thread, name in zip(threads, commands):
+        thread.join()
         print(f"{name}: exit {codes[name]} after {time.monotonic() - started:.0f} s", flush=True)
     pack(out, run, curve, [name for name, *_ in streams])
     print(f"packed in {time.monotonic() - started:.0f} s", flush=True)
@@ -140,10 +187,37 @@ def main(argv=None) -> int:
     return max(codes.values(), default=0)
 
 
+def _run_phases(phases: list[tuple[list[str], Path]], log_path: Path, deadline: float) -> int:
+    """One stream: its `caef-bench` commands one after the other, each stopped at the round's deadline.
+    A phase that fails or is stopped leaves the next unstarted (it would start from a partial adapter);
+    the same call again goes on from the stopped phase's checkpoint."""
+    with open(log_path, "a") as log:
+        for number, (command, folder) in enumerate(phases, 1):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return 0
+            full = [sys.executable, "-m", "caef_bench", *command, "--stop-after", f"{left:.0f}"]
+            print(" ".join(full[1:]), flush=True)
+            code = subprocess.run(full, stdout=log, stderr=subprocess.STDOUT,
+                                  env={**os.environ, "PYTHONUNBUFFERED": "1"}).returncode
+            if code or (number < len(phases) and not all(map(_complete, _adapter_folders(folder)))):
+                return code
+    return 0
+
+
+def _adapter_folders(folder: Path) -> list[Path]:
+    return sorted(m.parent for kind in ("executors", "aligners") for m in folder.glob(f"{kind}/*/manifest.json"))
+
+
+def _complete(adapter: Path) -> bool:
+    """Whether an adapter's every training stage ran to its end (not cut by --stop-after)."""
+    stages = json.loads((adapter / "manifest.json").read_text())["stages"].values()
+    return all(stage.get("complete", True) for stage in stages)
+
+
 def finished_adapters(run: Path, streams: list[str]) -> list[Path]:
     """The adapter folders this round wrote (each with its manifest), in the official layout under a stream."""
-    return sorted(m.parent for stream in streams for kind in ("executors", "aligners")
-                  for m in (run / stream / kind).glob("*/manifest.json"))
+    return [adapter for stream in streams for adapter in _adapter_folders(run / stream)]
 
 
 def assemble_candidate(run: Path, streams: list[str], candidate: Path,
@@ -154,8 +228,7 @@ def assemble_candidate(run: Path, streams: list[str], candidate: Path,
     shutil.copytree(shipped, candidate)
     replaced = []
     for folder in finished_adapters(run, streams):
-        stages = json.loads((folder / "manifest.json").read_text())["stages"].values()
-        if not all(stage.get("complete", True) for stage in stages):
+        if not _complete(folder):
             continue
         target = candidate / folder.parent.name / folder.name
         shutil.rmtree(target, ignore_errors=True)
@@ -182,7 +255,8 @@ def pack(out: Path, run: Path, curve: Path, streams: list[str]) -> None:
                     tar.add(snapshot, arcname=str(snapshot.relative_to(curve)), filter=_no_run_state)
     with tarfile.open(out / "logs.tgz", "w:gz") as tar:  # every stream's log and loss curves, finished or not
         tar.add(run / "logs", arcname="logs")
-        for folder in [run / stream for stream in streams] + [curve]:
+        phases = [folder for stream in streams for folder in sorted(run.glob(f"{stream}.phase*"))]
+        for folder in [run / stream for stream in streams] + phases + [curve]:
             for path in sorted(folder.rglob("*.jsonl")) + sorted(folder.rglob("manifest.json")):
                 tar.add(path, arcname=str(path))
 

@@ -1,0 +1,56 @@
+"""The accelerator's training plans (benchmarks/accelerator/training_round.py): commands that a lent device
+runs unattended, so a mistyped flag or a forgotten adapter would cost a whole call."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from caef_bench.cli import build_parser
+from caef_bench.machines import ALIGNED_OPS, EXECUTOR_OPS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _training_round():
+    spec = importlib.util.spec_from_file_location("training_round", ROOT / "benchmarks/accelerator/training_round.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+TRAINING_ROUND = _training_round()
+
+
+def _stream_arguments(settings):
+    return build_parser().parse_args([*TRAINING_ROUND.CAEF, *settings, "--out", "unused"])
+
+
+@pytest.mark.parametrize("plan", sorted(TRAINING_ROUND.PLANS))
+def test_every_stream_of_every_plan_is_a_train_command_the_cli_takes(plan):
+    for name, phases, workers in TRAINING_ROUND.PLANS[plan]:
+        assert phases and workers >= 0, name
+        for settings, steps in phases:
+            args = _stream_arguments(settings)
+            assert args.executors is not None and args.aligners is not None, name
+            assert steps > 0
+
+
+def test_the_rebuild_plan_trains_each_of_the_sixteen_adapters_exactly_once_from_the_shipped_tier():
+    trained = []
+    for _, phases, _ in TRAINING_ROUND.PLANS["rebuild"]:
+        # every phase of a stream trains the same adapters, each from the one before
+        ((executors, aligners),) = {(args.executors, args.aligners) for args in
+                                    (_stream_arguments(settings) for settings, _ in phases)}
+        trained += [f"executor_{op}" for op in executors.split(",") if op]
+        trained += [f"aligner_{op}" for op in aligners.split(",") if op]
+    expected = [f"executor_{op}" for op in EXECUTOR_OPS] + [f"aligner_{op}" for op in ALIGNED_OPS]
+    assert sorted(trained) == sorted(expected)
+
+
+def test_the_rebuild_plan_gives_add_the_top_steps_draws_last_after_broader_ones():
+    (phases,) = [phases for name, phases, _ in TRAINING_ROUND.PLANS["rebuild"] if name == "executor_add"]
+    first, last = (_stream_arguments(settings) for settings, _ in (phases[0], phases[-1]))
+    assert first.executors == last.executors == "add"
+    assert not first.top_steps_share and first.carry_run_share > 0 and first.structured_long_share > 0
+    assert last.top_steps_share > 0 and last.top_steps_structured_share > 0 and last.carry_run_share > 0

@@ -2,6 +2,8 @@
 runs unattended, so a mistyped flag or a forgotten adapter would cost a whole call."""
 
 import importlib.util
+import json
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -54,3 +56,24 @@ def test_the_rebuild_plan_gives_add_the_top_steps_draws_last_after_broader_ones(
     assert first.executors == last.executors == "add"
     assert not first.top_steps_share and first.carry_run_share > 0 and first.structured_long_share > 0
     assert last.top_steps_share > 0 and last.top_steps_structured_share > 0 and last.carry_run_share > 0
+
+
+def _adapter(folder: Path, complete: bool, marker: str) -> None:
+    folder.mkdir(parents=True)
+    (folder / "manifest.json").write_text(json.dumps({"stages": {"stage2": {"complete": complete}}}))
+    (folder / "adapter_model.safetensors").write_text(marker)
+
+
+def test_a_candidate_from_a_rounds_archive_takes_only_the_adapters_that_finished(tmp_path):
+    shipped, round_ = tmp_path / "shipped", tmp_path / "round"
+    for name in ("executors/add", "executors/sub", "aligners/add"):
+        _adapter(shipped / name, True, "shipped")
+    _adapter(round_ / "executors/add", True, "round")
+    _adapter(round_ / "executors/sub", False, "cut short")
+    archive = tmp_path / "caef_adapters.tgz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(round_ / "executors", arcname="executors")
+    replaced = TRAINING_ROUND.candidate_from_archive(archive, tmp_path / "cand", shipped)
+    assert replaced == ["executors/add"]
+    read = lambda name: (tmp_path / "cand" / name / "adapter_model.safetensors").read_text()  # noqa: E731
+    assert (read("executors/add"), read("executors/sub"), read("aligners/add")) == ("round", "shipped", "shipped")

@@ -5,14 +5,18 @@ and with --direct the LoRA-direct learning curve (`caef-bench train-curve`, stan
 RUN/direct_curve) for every operator, in parallel processes that share the GPU and its CPU cores.
 
     python benchmarks/accelerator/training_round.py --out DIR [--device cuda] [--scale 1] [--minutes 5]
-        [--adapter-init checkpoints/tiny] [--plan round2|round2b] [--direct]
+        [--adapter-init checkpoints/tiny] [--plan round2|round2b|rebuild] [--direct]
+    python benchmarks/accelerator/training_round.py --assemble-from DIR/caef_adapters.tgz --candidate work/cand
 
-Each stream is one `caef-bench train` or `train-curve` command (recorded in every manifest it writes);
+Each stream is one or more `caef-bench train` commands, its phases, one after the other (or one
+`train-curve`), each recorded in every manifest it writes;
 `--scale` multiplies the CAEF streams' step counts (a CPU smoke run: --scale 0.01 --device cpu
 --batch 8); `--minutes` stops every stream at that wall time (the same command goes on from its
 checkpoints). What comes back, in the official layout and without optimizer state, to be checked on the
 CPU before anything is shipped: DIR/caef_adapters.tgz (executors/, aligners/), DIR/direct_*.tgz (the
 curve's snapshots, frac_<n>_<d>/direct/<op>/), DIR/logs.tgz (every stream's log and loss curves).
+--assemble-from writes a candidate tier from such an archive, the adapters that finished their plan in
+place of --adapter-init's, for a later call to evaluate.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -128,7 +133,7 @@ FRACTIONS = "1/16,1/8,1/4,1/2,1"
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", required=True, help="where the archives go (the device's $OUT)")
+    parser.add_argument("--out", help="where the archives go (the device's $OUT)")
     parser.add_argument("--run", default="work/training_round", help="the CAEF streams' folders (resumable)")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply the CAEF streams' steps")
@@ -143,7 +148,18 @@ def main(argv=None) -> int:
                         help="the tier whose adapters this round trains further (and the candidate's other adapters)")
     parser.add_argument("--candidate", help="also write the shipped tier with this round's finished adapters "
                                             "in place of its own here (what the same call then evaluates)")
+    parser.add_argument("--assemble-from", metavar="ARCHIVE",
+                        help="train nothing: write --candidate from --adapter-init with the finished adapters of "
+                             "a round's caef_adapters.tgz in place (a later call's evaluation of that round)")
     args = parser.parse_args(argv)
+    if args.assemble_from:
+        if not args.candidate:
+            parser.error("--assemble-from needs --candidate")
+        replaced = candidate_from_archive(Path(args.assemble_from), Path(args.candidate), Path(args.adapter_init))
+        print(f"candidate {args.candidate}: {', '.join(replaced) or 'no adapter replaced'}", flush=True)
+        return 0 if replaced else 1
+    if not args.out:
+        parser.error("--out is required to train")
     out, run = Path(args.out), Path(args.run)
     curve = run / "direct_curve"
     out.mkdir(parents=True, exist_ok=True)
@@ -235,6 +251,15 @@ def assemble_candidate(run: Path, streams: list[str], candidate: Path,
         shutil.copytree(folder, target, ignore=shutil.ignore_patterns(".runs", "*.pt", "*.tmp"))
         replaced.append(f"{folder.parent.name}/{folder.name}")
     return replaced
+
+
+def candidate_from_archive(archive: Path, candidate: Path, shipped: Path = Path("checkpoints/tiny")) -> list[str]:
+    """assemble_candidate from a round's caef_adapters.tgz (what a call brought back and git keeps): the
+    adapters it holds that ran to the end of their plan, in place of `shipped`'s."""
+    with tempfile.TemporaryDirectory() as unpacked:
+        with tarfile.open(archive) as tar:
+            tar.extractall(unpacked, filter="data")
+        return assemble_candidate(Path(unpacked), [""], candidate, shipped)
 
 
 def _no_run_state(info: tarfile.TarInfo):

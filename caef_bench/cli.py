@@ -102,7 +102,7 @@ def _train(args: argparse.Namespace) -> int:
         workers=args.workers, precision=args.precision, micro_batch_tokens=args.micro_batch_tokens,
         base_init=Path(args.base_init) if args.base_init else None,
         adapter_init=Path(args.adapter_init) if args.adapter_init else None,
-        direct_position_scheme=args.direct_position_scheme,
+        direct_position_scheme=args.direct_position_scheme, anonymous_cells=args.anonymous_cells,
     )
     if args.preset != "tiny" and not args.base:
         raise ValueError(f"preset {args.preset!r} trains adapters on a given base: pass --base PATH")
@@ -468,6 +468,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--top-steps-structured-share", type=float,
                        help="override the share of the top-steps draws whose two operands are structured (runs of "
                             "one digit, round numbers, ...), half of them at any step of the run")
+    train.add_argument("--anonymous-cells", action="store_true",
+                       help="layer 0's attention reads every tape cell alike (models.anonymous_cells): what a run of "
+                            "one digit no longer outvotes; recorded in each adapter's manifest, and the runtime "
+                            "runs those adapters the same way")
     train.add_argument("--composer-share", type=float,
                        help="override the share of add and gt samples drawn from the calls inside SUB, MUL, DIV runs")
     train.add_argument("--position-scheme", choices=SCHEMES,

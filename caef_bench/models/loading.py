@@ -340,6 +340,18 @@ def adapter_schemes(adapter_root: str | Path) -> dict[str, str]:
     return schemes
 
 
+def anonymous_cell_adapters(adapter_root: str | Path) -> frozenset[str]:
+    """The adapters whose manifests say they were trained with anonymous tape cells
+    (models.anonymous_cells): the runtime runs each of them with the gate on, and no other."""
+    root = adapter_layout_root(adapter_root) or Path(adapter_root)
+    found = set()
+    for name, folder in _adapter_folders(root, KINDS, None):
+        manifest = folder / "manifest.json"
+        if manifest.is_file() and json.loads(manifest.read_text()).get("anonymous_cells"):
+            found.add(name)
+    return frozenset(found)
+
+
 def _base_digest(tier: Tier):
     """sha256 over the tier's name and scheme, the base's file names and sizes (an 8B base is too
     large to hash on every run), its config and its small weight files."""
@@ -409,7 +421,7 @@ def adapter_fingerprints(tier: Tier) -> dict[str, str]:
 __all__ = [
     "KINDS", "LLAMA_HUB_ID", "TIERS", "LoadedTier", "Tier",
     "adapter_dir", "adapter_folders", "attach_adapter", "get_tier", "load",
-    "adapter_schemes", "load_adapters", "load_bare_base", "load_base", "loaded_adapters", "position_scheme_of", "save_adapter",
+    "adapter_schemes", "anonymous_cell_adapters", "load_adapters", "load_bare_base", "load_base", "loaded_adapters", "position_scheme_of", "save_adapter",
     "tier_with_checkpoints",
     "torch_dtype", "use_adapter", "weights_fingerprint", "adapter_fingerprints", "fingerprints",
 ]

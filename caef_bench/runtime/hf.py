@@ -68,7 +68,7 @@ class HFStepModel:
 
     def __init__(self, model, codec, speculative: bool = True, drafter=None, fingerprint: str | None = None,
                  codecs: dict | None = None, adapter_fingerprints: dict | None = None, *,
-                 adapters: dict | None = None, tier=None):
+                 adapters: dict | None = None, tier=None, anonymous_cells: frozenset = frozenset()):
         self.weights = model if isinstance(model, Weights) else Weights(model, adapters)
         self.codec, self.speculative = codec, speculative
         self.codecs = codecs or {}  # adapter name -> its own codec, where its position scheme is not the tier's
@@ -77,6 +77,13 @@ class HFStepModel:
         self._adapter_fingerprints = adapter_fingerprints  # per adapter (runtime.reuse)
         self.drafter = drafter if drafter is not None else OracleModel(strict=False)
         self.stats = DecodeStats()
+        # adapters trained with anonymous tape cells (models.anonymous_cells): the gate is on for them only
+        self.anonymous_cells = frozenset(anonymous_cells)
+        self._cell_gate = None
+        if self.anonymous_cells:
+            from caef_bench.models.anonymous_cells import install
+
+            self._cell_gate = install(self.weights.model)
 
     @property
     def model(self):
@@ -111,6 +118,19 @@ class HFStepModel:
         model = self.weights.attach(adapter)
         if hasattr(model, "peft_config"):
             model.set_adapter(adapter)
+        if self._cell_gate is not None:
+            self._cell_gate.on = adapter in self.anonymous_cells
+
+    def set_anonymous_cells(self, adapters) -> None:
+        """Run exactly these adapters with anonymous tape cells from now on, whatever their manifests say
+        (a diagnosis's counterfactual: benchmarks/diagnosis/executor_attention.py)."""
+        self.anonymous_cells = frozenset(adapters)
+        if self.anonymous_cells and self._cell_gate is None:
+            from caef_bench.models.anonymous_cells import install
+
+            self._cell_gate = install(self.weights.model)
+        if self._cell_gate is not None:
+            self._cell_gate.on = False  # until the next activate() says
 
     def _limit(self, prompt_ids: list[int]) -> int:
         # A next state is about as long as its input; an aligner (I) answer is longer
@@ -125,7 +145,8 @@ class HFStepModel:
         """The same weights, adapters and ids decoded the paper's way: one plain greedy decode per step."""
         return HFStepModel(self.weights, self.codec, speculative=False, drafter=self.drafter,
                            fingerprint=self._fingerprint, codecs=self.codecs,
-                           adapter_fingerprints=self._adapter_fingerprints, tier=self.tier)
+                           adapter_fingerprints=self._adapter_fingerprints, tier=self.tier,
+                           anonymous_cells=self.anonymous_cells)
 
     def codec_for(self, adapter: str):
         """The codec an adapter runs with: the ids it was trained with."""
@@ -198,7 +219,8 @@ def load_step_model(tier: str = "tiny", checkpoints: str | None = None, speculat
     """A tier's base as a StepModel whose adapters are attached on first use; `checkpoints` is an
     adapter folder (official layout, with base/ inside for the tiny tier) replacing the tier's default."""
     from caef_bench.models.codec import codec_for
-    from caef_bench.models.loading import adapter_folders, adapter_schemes, load_base, tier_with_checkpoints
+    from caef_bench.models.loading import (adapter_folders, adapter_schemes, anonymous_cell_adapters, load_base,
+                                           tier_with_checkpoints)
 
     tier_info = tier_with_checkpoints(tier, checkpoints)
     found = adapter_folders(tier_info)  # before the base: a missing adapter folder fails fast
@@ -206,5 +228,6 @@ def load_step_model(tier: str = "tiny", checkpoints: str | None = None, speculat
     schemes = adapter_schemes(tier_info.adapters) if tier_info.adapters is not None else {}
     codecs = {name: codec_for(tokenizer, scheme) for name, scheme in schemes.items()
               if scheme != tier_info.position_scheme}
+    anonymous = anonymous_cell_adapters(tier_info.adapters) if tier_info.adapters is not None else frozenset()
     return HFStepModel(model, codec_for(tokenizer, tier_info.position_scheme), speculative, codecs=codecs,
-                       adapters=found, tier=tier_info)
+                       adapters=found, tier=tier_info, anonymous_cells=anonymous)

@@ -62,6 +62,7 @@ class TrainRequest:
     precision: str = "auto"  # fp32, bf16 (autocast) or auto (train.loop.resolve_precision)
     micro_batch_tokens: int | None = None  # padded tokens per micro-batch; 0: whole batches; None: the device's default
     direct_position_scheme: str = DIRECT_POSITION_SCHEME  # the ids the direct adapters train with
+    anonymous_cells: bool = False  # CAEF adapters train with layer 0 reading tape cells alike (models.anonymous_cells)
 
     @property
     def torch_device(self) -> str:
@@ -374,7 +375,9 @@ def _train_stages(peft_model, codec, request: TrainRequest, recipe: Preset, kind
         plan = RunPlan(steps=steps, lr=recipe.lr, warmup=min(20, steps // 10), decay=recipe.decay,
                        data={"data": source.fingerprint, "seed": request.seed, "batch": batch, "positions": codec.scheme,
                              "lora": [recipe.lora_r, recipe.lora_alpha, recipe.target_modules],
-                             "initialised_from": str(request.adapter_init) if request.adapter_init else None})
+                             "initialised_from": str(request.adapter_init) if request.adapter_init else None,
+                             # (only when on, so that the runs trained before the gate resume as they were)
+                             **({"anonymous_cells": True} if request.anonymous_cells and kind != "direct" else {})})
         result = train(peft_model, _batches(source, batch, codec, micro_tokens), runs, plan,
                        request.run_options(f"{kind} {op} stage {stage}"))
         stages[f"stage{stage}"] = {"steps": result.steps, "tokens": result.tokens, "batch": batch,
@@ -414,6 +417,11 @@ def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, comma
     if kind == "direct":  # its recorded preset says the ids it trained with, not the base's
         recipe = replace(recipe, position_scheme=codec.scheme)
     folder = request.out / KIND_FOLDERS[kind] / op
+    anonymous = request.anonymous_cells and kind != "direct"
+    if anonymous or hasattr(model, "_anonymous_cells_gate"):
+        from caef_bench.models.anonymous_cells import install
+
+        install(model).on = anonymous
     peft_model, initialised_from = _new_adapter(model, request, recipe, kind, op)
     stages, fingerprints = _train_stages(peft_model, codec, request, recipe, kind, op, folder)
     peft_model.eval()
@@ -424,6 +432,8 @@ def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, comma
                 "device": describe_device(next(model.parameters()).device), "one_step_accuracy": accuracy,
                 "preset": _recorded(recipe),
                 "position_scheme": codec.scheme}  # the ids it was trained with: loading runs it with the same
+    if anonymous:  # loading runs it with the gate on (models.anonymous_cells)
+        manifest["anonymous_cells"] = True
     if initialised_from is not None:
         manifest["initialised_from"] = initialised_from
     save_adapter_folder(peft_model, folder, manifest)

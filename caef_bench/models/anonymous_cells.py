@@ -1,0 +1,70 @@
+"""Anonymous tape cells: layer 0's attention reads every tape cell alike (docs/structured-operands.md).
+
+On the shipped tiny tier, a run of one digit breaks executor_add where random digits of the same
+length do not, and not because a head looks in the wrong place: layer 0's heads put the same share of
+their attention on the tape cells for both, and what that attention averages is, over random digits,
+about the same at every step, over a run, one digit's value a hundred or two hundred times. The layers
+above follow that signal onto the run. Making the values that layer 0's attention reads from tape
+cells (`|0`..`|9`) content-free, the mean of the ten digits' values, takes that signal away: with no
+other change, the shipped executor_add then copies 100-digit runs of one digit right, and only the
+command line's sums, which read the digits under the heads through layer 0, go wrong until an adapter
+is trained with it (`train --anonymous-cells`).
+
+A cell's digit stays in its own residual stream (the embedding) and in layer 0's keys, queries and MLP,
+so every layer above still reads it where it attends. The rule is token-local: it needs the ids of
+the tokens being computed only, so it holds in a batch, with padding and with a KV cache, in training
+and in decoding alike. An adapter trained with it records `anonymous_cells` in its manifest, and the
+runtime turns the gate on for that adapter only.
+"""
+
+from __future__ import annotations
+
+from caef_bench.models.tokenizer import TOKEN_ID
+
+CELL_TOKEN_IDS = tuple(TOKEN_ID[f"|{digit}"] for digit in "0123456789")
+
+
+class AnonymousCells:
+    """Installed once on a Llama-style causal LM (the tiny tier); `on` says whether the next forward
+    passes use it. peft may wrap the model and swap layer 0's value projection for its LoRA layer after
+    installation: the gate follows the projection that is there at each forward pass."""
+
+    def __init__(self, causal_lm):
+        self.on = False
+        self._ids = None
+        self._busy = False  # while the gate itself computes the neutral value
+        self._decoder = causal_lm.model
+        self._decoder.register_forward_pre_hook(self._before_forward, with_kwargs=True)
+
+    def _before_forward(self, decoder, args, kwargs):
+        self._ids = kwargs.get("input_ids", args[0] if args else None)
+        projection = decoder.layers[0].self_attn.v_proj
+        if not getattr(projection, "_anonymous_cells", False):
+            projection.register_forward_hook(self._gate)
+            projection._anonymous_cells = True
+
+    def _gate(self, projection, args, values):
+        if not self.on or self._busy or self._ids is None:
+            return values
+        import torch
+
+        cells = torch.tensor(CELL_TOKEN_IDS, device=self._ids.device)
+        is_cell = torch.isin(self._ids, cells)
+        if not is_cell.any():
+            return values
+        self._busy = True
+        try:  # the value each digit's cell would give at layer 0, averaged: the same for every cell
+            layer = self._decoder.layers[0]
+            neutral = projection(layer.input_layernorm(self._decoder.embed_tokens(cells))).mean(0)
+        finally:
+            self._busy = False
+        return torch.where(is_cell[..., None], neutral.to(values.dtype), values)
+
+
+def install(causal_lm) -> AnonymousCells:
+    """The gate on `causal_lm` (off until told), installed at most once."""
+    gate = getattr(causal_lm, "_anonymous_cells_gate", None)
+    if gate is None:
+        gate = AnonymousCells(causal_lm)
+        causal_lm._anonymous_cells_gate = gate
+    return gate

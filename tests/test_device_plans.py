@@ -56,6 +56,7 @@ def test_the_rebuild_plan_gives_add_the_top_steps_draws_last_after_broader_ones(
     assert first.executors == last.executors == "add"
     assert not first.top_steps_share and first.carry_run_share > 0 and first.structured_long_share > 0
     assert last.top_steps_share > 0 and last.top_steps_structured_share > 0 and last.carry_run_share > 0
+    assert first.anonymous_cells and last.anonymous_cells  # a phase without the gate would unlearn it
 
 
 def _adapter(folder: Path, complete: bool, marker: str) -> None:

@@ -126,9 +126,11 @@ REBUILD_STREAMS = [
 ]
 # A stream trains its phases one after the other, each from the adapters of the phase before (the first
 # from --adapter-init): (name, [(settings, steps per adapter), ...], batch-building processes).
-PLANS = {"round2": [(name, [(settings, steps)], workers) for name, settings, steps, workers in ROUND_2_STREAMS],
-         "round2b": [(name, [(settings, steps)], workers) for name, settings, steps, workers in ROUND_2B_STREAMS],
-         "rebuild": REBUILD_STREAMS}
+def _one_phase(streams: list) -> list:
+    return [(name, [(settings, steps)], workers) for name, settings, steps, workers in streams]
+
+
+PLANS = {"round2": _one_phase(ROUND_2_STREAMS), "round2b": _one_phase(ROUND_2B_STREAMS), "rebuild": REBUILD_STREAMS}
 # The LoRA-direct curve: one run per operator to its whole budget (the samples of its CAEF executor and
 # aligner), snapshots at each fraction; the largest budgets get a process of their own.
 DIRECT_STREAMS = [["add"], ["sub"], ["gt", "lt"], ["eq", "mul", "div"]]

@@ -100,9 +100,9 @@ def main() -> None:
                     out.writelines(json.dumps(miss) + "\n" for miss in found)
             print(f"{checkpoints}: {start + len(piece)} of {len(cases)} steps asked, {len(misses)} wrong", flush=True)
         wrong = {cell: [m["where"].split(" ")[0] for m in misses if m["cell"] == cell] for cell in cells}
-        found = "; ".join(f"{cell}: {len(ids)} steps wrong, problems {' '.join(sorted(set(ids)))}"
-                          for cell, ids in wrong.items() if ids)
-        print(f"{checkpoints}: {found or 'every step right'}", flush=True)
+        summary = "; ".join(f"{cell}: {len(ids)} steps wrong, problems {' '.join(sorted(set(ids)))}"
+                            for cell, ids in wrong.items() if ids)
+        print(f"{checkpoints}: {summary or 'every step right'}", flush=True)
         for miss in misses[:20]:
             print(f"  {miss['where']}", flush=True)
 

@@ -329,27 +329,23 @@ def adapter_schemes(adapter_root: str | Path) -> dict[str, str]:
     """adapter name -> the position scheme its manifest records (adapters trained before
     manifests recorded one are left out: they run with the base's). The LoRA-direct adapters
     are read too: they train under ordinary ids on a base whose own are coupled."""
-    root = adapter_layout_root(adapter_root) or Path(adapter_root)
-    schemes = {}
-    for name, folder in _adapter_folders(root, (*KINDS, "direct"), None):
-        manifest = folder / "manifest.json"
-        if manifest.is_file():
-            scheme = json.loads(manifest.read_text()).get("position_scheme")
-            if scheme:
-                schemes[name] = scheme
-    return schemes
+    return {name: manifest["position_scheme"] for name, manifest in _adapter_manifests(adapter_root, (*KINDS, "direct"))
+            if manifest.get("position_scheme")}
 
 
 def anonymous_cell_adapters(adapter_root: str | Path) -> frozenset[str]:
     """The adapters whose manifests say they were trained with anonymous tape cells
     (models.anonymous_cells): the runtime runs each of them with the gate on, and no other."""
+    return frozenset(name for name, manifest in _adapter_manifests(adapter_root, KINDS) if manifest.get("anonymous_cells"))
+
+
+def _adapter_manifests(adapter_root: str | Path, kinds: tuple[str, ...]):
+    """(adapter name, its manifest) for each adapter of these kinds that has one."""
     root = adapter_layout_root(adapter_root) or Path(adapter_root)
-    found = set()
-    for name, folder in _adapter_folders(root, KINDS, None):
+    for name, folder in _adapter_folders(root, kinds, None):
         manifest = folder / "manifest.json"
-        if manifest.is_file() and json.loads(manifest.read_text()).get("anonymous_cells"):
-            found.add(name)
-    return frozenset(found)
+        if manifest.is_file():
+            yield name, json.loads(manifest.read_text())
 
 
 def _base_digest(tier: Tier):

@@ -78,12 +78,8 @@ class HFStepModel:
         self.drafter = drafter if drafter is not None else OracleModel(strict=False)
         self.stats = DecodeStats()
         # adapters trained with anonymous tape cells (models.anonymous_cells): the gate is on for them only
-        self.anonymous_cells = frozenset(anonymous_cells)
         self._cell_gate = None
-        if self.anonymous_cells:
-            from caef_bench.models.anonymous_cells import install
-
-            self._cell_gate = install(self.weights.model)
+        self.set_anonymous_cells(anonymous_cells)
 
     @property
     def model(self):
@@ -122,8 +118,8 @@ class HFStepModel:
             self._cell_gate.on = adapter in self.anonymous_cells
 
     def set_anonymous_cells(self, adapters) -> None:
-        """Run exactly these adapters with anonymous tape cells from now on, whatever their manifests say
-        (a diagnosis's counterfactual: benchmarks/diagnosis/executor_attention.py)."""
+        """Run exactly these adapters with anonymous tape cells from now on (the manifests' at loading;
+        a diagnosis's counterfactual: benchmarks/diagnosis/executor_attention.py)."""
         self.anonymous_cells = frozenset(adapters)
         if self.anonymous_cells and self._cell_gate is None:
             from caef_bench.models.anonymous_cells import install

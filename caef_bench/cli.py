@@ -103,6 +103,7 @@ def _train(args: argparse.Namespace) -> int:
         base_init=Path(args.base_init) if args.base_init else None,
         adapter_init=Path(args.adapter_init) if args.adapter_init else None,
         direct_position_scheme=args.direct_position_scheme, anonymous_cells=args.anonymous_cells,
+        anonymous_digits=args.anonymous_digits,
     )
     if args.preset != "tiny" and not args.base:
         raise ValueError(f"preset {args.preset!r} trains adapters on a given base: pass --base PATH")
@@ -472,6 +473,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="layer 0's attention reads every tape cell alike (models.anonymous_cells): what a run of "
                             "one digit no longer outvotes; recorded in each adapter's manifest, and the runtime "
                             "runs those adapters the same way")
+    train.add_argument("--anonymous-digits", action="store_true",
+                       help="--anonymous-cells, and the plain digits of an expression alike too (for aligners, "
+                            "which read operands as plain digits)")
     train.add_argument("--composer-share", type=float,
                        help="override the share of add and gt samples drawn from the calls inside SUB, MUL, DIV runs")
     train.add_argument("--position-scheme", choices=SCHEMES,

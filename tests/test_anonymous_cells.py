@@ -7,7 +7,7 @@ import json
 import torch
 
 from caef_bench.machines import trace
-from caef_bench.models.anonymous_cells import CELL_TOKEN_IDS, install
+from caef_bench.models.anonymous_cells import CELL_TOKEN_IDS, DIGIT_TOKEN_IDS, install
 from caef_bench.models.codec import CaefCodec
 from caef_bench.models.decoding import greedy_ids, verify_drafts
 from caef_bench.models.tiny import TinyShape, build_tiny_base
@@ -52,6 +52,27 @@ def test_with_the_gate_on_every_tape_cell_gives_layer_0_the_same_value_and_other
     assert not torch.allclose(on_logits, plain_logits)
 
 
+def test_with_digits_on_plain_digits_share_one_value_and_cells_another():
+    model = build_tiny_base(MICRO, seed=2).eval()
+    ids = torch.tensor([CODEC.prompt_ids("4567+1289=") + CODEC.completion_ids(trace("add", 4567, 1289)[0][0])])
+    gate = install(model)  # (off: its hook is in place before the hook that reads the values)
+    plain_values, _ = _layer0_values(model, ids)
+    gate.on = True
+    cells_only, _ = _layer0_values(model, ids)
+    is_digit = torch.isin(ids[0], torch.tensor(DIGIT_TOKEN_IDS))
+    is_cell = torch.isin(ids[0], torch.tensor(CELL_TOKEN_IDS))
+    assert is_digit.sum() >= 8 and is_cell.sum() >= 8
+    assert torch.equal(cells_only[is_digit], plain_values[is_digit])  # plain digits untouched without `digits`
+    gate.digits = True
+    both, _ = _layer0_values(model, ids)
+    digit_rows, cell_rows = both[is_digit], both[is_cell]
+    assert torch.allclose(digit_rows, digit_rows[0].expand_as(digit_rows))
+    assert torch.allclose(cell_rows, cell_rows[0].expand_as(cell_rows))
+    assert not torch.allclose(digit_rows[0], cell_rows[0])  # each group its own neutral value
+    others = ~(is_digit | is_cell)
+    assert torch.equal(both[others], plain_values[others])
+
+
 def test_decoding_with_a_cache_agrees_with_whole_passes_when_the_gate_is_on():
     model = build_tiny_base(MICRO, seed=3).eval()
     install(model).on = True
@@ -82,3 +103,20 @@ def test_an_adapter_trained_with_anonymous_cells_says_so_and_is_run_with_the_gat
     step_model.activate("executor_sub")
     assert not step_model._cell_gate.on
     assert step_model.paper_loop().anonymous_cells == {"executor_add"}
+    assert not step_model._cell_gate.digits and step_model.anonymous_digits == frozenset()
+
+
+def test_an_aligner_trained_with_anonymous_digits_is_run_with_cells_and_digits_gated(tmp_path):
+    from caef_bench.runtime.hf import load_step_model
+
+    request = TrainRequest(preset="tiny", out=tmp_path, executors=("add",), aligners=("add",), progress=False,
+                           tiny_shape=MICRO, overrides={"base_steps": 2, "stage2_steps": 2, "max_len": 4},
+                           anonymous_digits=True)
+    run_training(request)
+    manifest = json.loads((tmp_path / "aligners" / "add" / "manifest.json").read_text())
+    assert manifest["anonymous_cells"] is True and manifest["anonymous_digits"] is True
+    step_model = load_step_model("tiny", str(tmp_path))
+    assert step_model.anonymous_digits == {"aligner_add", "executor_add"}
+    step_model.activate("aligner_add")
+    assert step_model._cell_gate.on and step_model._cell_gate.digits
+    assert step_model.paper_loop().anonymous_digits == {"aligner_add", "executor_add"}

@@ -59,6 +59,20 @@ def test_the_rebuild_plan_gives_add_the_top_steps_draws_last_after_broader_ones(
     assert first.anonymous_cells and last.anonymous_cells  # a phase without the gate would unlearn it
 
 
+def test_rebuild2_trains_every_adapter_but_add_mul_div_once_each_with_its_gate():
+    gated = {}
+    for _, phases, _ in TRAINING_ROUND.PLANS["rebuild2"]:
+        for settings, _ in phases:
+            args = _stream_arguments(settings)
+            for op in filter(None, args.executors.split(",")):
+                gated.setdefault(f"executor_{op}", []).append(args.anonymous_cells and not args.anonymous_digits)
+            for op in filter(None, args.aligners.split(",")):
+                gated.setdefault(f"aligner_{op}", []).append(args.anonymous_digits)
+    expected = [f"executor_{op}" for op in EXECUTOR_OPS if op not in ("add", "mul", "div")]
+    assert sorted(gated) == sorted(expected + [f"aligner_{op}" for op in ALIGNED_OPS])
+    assert all(flags == [True] for flags in gated.values())  # executors: cells; aligners: cells and digits
+
+
 def _adapter(folder: Path, complete: bool, marker: str) -> None:
     folder.mkdir(parents=True)
     (folder / "manifest.json").write_text(json.dumps({"stages": {"stage2": {"complete": complete}}}))

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# The packages a lent accelerator lacks, as wheels it can install offline (nothing can be fetched there).
+# The packages a lent accelerator lacks, in a form it can install offline (nothing can be fetched there).
 # Its image holds PyTorch, safetensors, tokenizers and the rest, but its own transformers and peft, not
 # the versions this project pins (their releases differ in how adapters and position ids load).
 #
-#   benchmarks/accelerator/device_wheels.sh            here: download them into .whl/ (ignored by git)
+#   benchmarks/accelerator/device_wheels.sh            here: .whl/site.tar.xz (ignored by git), the pinned
+#                                                      transformers and peft as installed files, xz-packed
 #   benchmarks/accelerator/device_wheels.sh --install  there, first in every call that carries .whl:
-#                                                      install them and this project, no index, no deps
+#                                                      put them in place of the image's, then this project
+#
+# Why not the wheels themselves: a call carries the tracked tree and what it names, 64 MiB in all; the
+# wheels are 14 MB (zip-compressed file by file), their files packed solid with xz 4 MB.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 pins=$(python3 - <<'PY'
@@ -15,11 +19,20 @@ print(" ".join(re.findall(r'"((?:transformers|peft)==[0-9.]+)"', text.split("[pr
 PY
 )
 if [ "${1:-}" = --install ]; then
-    python3 -m pip install --quiet --no-index --no-deps .whl/*.whl
+    site=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+    python3 -m pip uninstall --quiet --yes transformers peft 2>/dev/null || true
+    tar xJf .whl/site.tar.xz -C "$site"
     python3 -m pip install --quiet --no-index --no-deps --no-build-isolation -e .
     python3 -c "import transformers, peft, caef_bench; print('transformers', transformers.__version__, 'peft', peft.__version__)"
 else
+    work=$(mktemp -d)
+    trap 'rm -rf "$work"' EXIT
     # pure-Python wheels: the same files serve the device's Python (3.12) and this one
-    python3 -m pip download --quiet --no-deps --only-binary=:all: -d .whl $pins
-    ls .whl
+    python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$work/wheels" $pins
+    python3 -m pip install --quiet --no-deps --no-index --no-compile --target "$work/site" "$work"/wheels/*.whl
+    rm -rf "$work/site/bin"  # console scripts: not needed to run the benchmarks there
+    mkdir -p .whl
+    rm -f .whl/*.whl
+    tar cf - -C "$work/site" . | xz -9 -T2 > .whl/site.tar.xz
+    ls -l .whl
 fi

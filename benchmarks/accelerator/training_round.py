@@ -124,13 +124,36 @@ REBUILD_STREAMS = [
     ("aligners_c", [(_shares("", "eq,mul,div", "3e-4", structured_share=0.6, structured_long_share=0.6,
                              long_share=0.5), 450)], 1),
 ]
+# Rebuild 2, from the rebuild's tier (docs/structured-pilot/rebuild_device, assembled with --assemble-from
+# into the folder given as --adapter-init): its gated executor_add got every step of 50 held-out
+# 100-digit runs of one digit and 9,000 random top steps right and stays as it is; every other adapter
+# that broke a repeated-digit problem in its first evaluation (docs/structured-operands.md, "The
+# rebuild on the device") trains on with the gate: the executors with anonymous tape cells, the
+# aligners with anonymous plain digits as well (their operands come in as digits, and aligner (I) copied
+# runs right untrained with both gated, where cells alone or digits alone broke it). The same shares as
+# the rebuild's streams; a gate's first steps cost what the adapter read through layer 0 (aligner (O),
+# the executors' sums), which executor_add's 700 steps and the CPU pilots relearned.
+_CELLS, _DIGITS = ["--anonymous-cells"], ["--anonymous-digits"]
+REBUILD_2_STREAMS = [
+    ("executor_gt", [(_shares("gt", "", "1.5e-4", **_LONG) + _CELLS, 700)], 1),
+    ("executor_lt", [(_shares("lt", "", "2e-4", **_LONG) + _CELLS, 700)], 1),
+    ("executor_eq", [(_shares("eq", "", "1.5e-4", **_LONG, top_run_share=0.3) + _CELLS, 450)], 1),
+    ("executor_reflection", [(_shares("reflection", "", "1.5e-4", **_LONG, top_run_share=0.3) + _CELLS, 450)], 1),
+    ("executor_sub", [(_shares("sub", "", "1.5e-4", **{**_LONG, "structured_long_share": 0.5}) + _CELLS, 550)], 1),
+    ("executor_left_mask", [(_shares("left_mask", "", "1.5e-4", **_LONG, **_SUB_CALLS) + _CELLS, 650)], 1),
+    ("aligners_a", [(_shares("", "add,sub", "2e-4", structured_share=0.5, structured_long_share=0.5) + _DIGITS, 400)], 1),
+    ("aligners_b", [(_shares("", "gt,lt", "2e-4", structured_share=0.5, structured_long_share=0.5) + _DIGITS, 450)], 1),
+    ("aligners_c", [(_shares("", "eq,mul,div", "2e-4", structured_share=0.6, structured_long_share=0.6,
+                             long_share=0.5) + _DIGITS, 450)], 1),
+]
 # A stream trains its phases one after the other, each from the adapters of the phase before (the first
 # from --adapter-init): (name, [(settings, steps per adapter), ...], batch-building processes).
 def _one_phase(streams: list) -> list:
     return [(name, [(settings, steps)], workers) for name, settings, steps, workers in streams]
 
 
-PLANS = {"round2": _one_phase(ROUND_2_STREAMS), "round2b": _one_phase(ROUND_2B_STREAMS), "rebuild": REBUILD_STREAMS}
+PLANS = {"round2": _one_phase(ROUND_2_STREAMS), "round2b": _one_phase(ROUND_2B_STREAMS), "rebuild": REBUILD_STREAMS,
+         "rebuild2": REBUILD_2_STREAMS}
 # The LoRA-direct curve: one run per operator to its whole budget (the samples of its CAEF executor and
 # aligner), snapshots at each fraction; the largest budgets get a process of their own.
 DIRECT_STREAMS = [["add"], ["sub"], ["gt", "lt"], ["eq", "mul", "div"]]
@@ -148,7 +171,8 @@ def main(argv=None) -> int:
     parser.add_argument("--direct-steps", type=int, help="the curve runs' steps (default: each whole budget)")
     parser.add_argument("--minutes", type=float, default=5.0, help="stop every stream after this many minutes")
     parser.add_argument("--plan", choices=PLANS, default="round2",
-                        help="which streams (round2b: from round 2's tier; rebuild: every adapter from the shipped tier)")
+                        help="which streams (round2b: from round 2's tier; rebuild: every adapter from the shipped tier; "
+                             "rebuild2: every adapter but executor_add, mul, div from the rebuild's, gated)")
     parser.add_argument("--direct", action="store_true", help="also the LoRA-direct curve (round 1 made it)")
     parser.add_argument("--adapter-init", default="checkpoints/tiny",
                         help="the tier whose adapters this round trains further (and the candidate's other adapters)")

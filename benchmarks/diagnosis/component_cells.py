@@ -35,6 +35,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--anonymous", choices=("manifest", "off", "cells", "digits"), default="manifest",
+                        help="run the adapters under test with anonymous tape cells, and plain digits (models."
+                             "anonymous_cells), as their manifests say or as given: an untrained counterfactual")
     args = parser.parse_args()
     names = (all_cells() + [f"{STRUCTURED}_{n}" for n in STRUCTURED_LENGTHS]
              + [f"{SUB_WIDE}_{n}" for n in SUB_WIDE_LENGTHS])
@@ -44,7 +47,12 @@ def main() -> None:
     if any(cell.startswith((STRUCTURED, SUB_WIDE)) for cell in cells) and not args.op:
         parser.error("struct_<n> and subwide_<n> cells need --op")
     step_model = load_step_model(args.model, args.checkpoints, device=args.device)
-    print(f"weights {step_model.fingerprint}, {args.kind}, {args.per_cell} problems per cell, seed {args.seed}")
+    if args.anonymous != "manifest":
+        tested = {f"{args.kind}_{args.op or CELLS[cell].op}" for cell in cells}
+        step_model.set_anonymous_cells(tested if args.anonymous == "cells" else (),
+                                       tested if args.anonymous == "digits" else ())
+    print(f"weights {step_model.fingerprint}, {args.kind}, {args.per_cell} problems per cell, seed {args.seed}, "
+          f"anonymous cells: {sorted(step_model.anonymous_cells) or 'none'}, digits: {sorted(step_model.anonymous_digits) or 'none'}")
     print("| cell | exact | first miss |\n|---|---|---|")
     results = {}
     for cell in cells:

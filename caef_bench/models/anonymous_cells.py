@@ -15,6 +15,11 @@ so every layer above still reads it where it attends. The rule is token-local: i
 the tokens being computed only, so it holds in a batch, with padding and with a KV cache, in training
 and in decoding alike. An adapter trained with it records `anonymous_cells` in its manifest, and the
 runtime turns the gate on for that adapter only.
+
+Aligners read operands as plain digits (`45+67=`), not cells, and copy them into a tape or back: the same
+averaging over a run can reach them through the prompt's digits. With `digits` on, the gate treats the
+plain digits `0`..`9` the same way, as a group of their own (their neutral value is the mean of the ten
+plain digits' values), for adapters trained with `train --anonymous-digits`.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 from caef_bench.models.tokenizer import TOKEN_ID
 
 CELL_TOKEN_IDS = tuple(TOKEN_ID[f"|{digit}"] for digit in "0123456789")
+DIGIT_TOKEN_IDS = tuple(TOKEN_ID[digit] for digit in "0123456789")
 
 
 class AnonymousCells:
@@ -31,6 +37,7 @@ class AnonymousCells:
 
     def __init__(self, causal_lm):
         self.on = False
+        self.digits = False  # plain digits too, each group with its own neutral value
         self._ids = None
         self._busy = False  # while the gate itself computes the neutral value
         self._decoder = causal_lm.model
@@ -48,18 +55,20 @@ class AnonymousCells:
             return values
         import torch
 
-        cells = torch.tensor(CELL_TOKEN_IDS, device=self._ids.device)
-        is_cell = torch.isin(self._ids, cells)
-        if not is_cell.any():
-            return values
-        self._busy = True
-        try:  # the value each digit's cell would give at layer 0, averaged: the same for every cell
-            layer = self._decoder.layers[0]
-            neutral = projection(layer.input_layernorm(self._decoder.embed_tokens(cells))).mean(0)
-        finally:
-            self._busy = False
-        return torch.where(is_cell[..., None], neutral.to(values.dtype), values)
-
+        groups = (CELL_TOKEN_IDS, DIGIT_TOKEN_IDS) if self.digits else (CELL_TOKEN_IDS,)
+        for group in groups:
+            ids = torch.tensor(group, device=self._ids.device)
+            members = torch.isin(self._ids, ids)
+            if not members.any():
+                continue
+            self._busy = True
+            try:  # the value each token of the group would give at layer 0, averaged: the same for every one
+                layer = self._decoder.layers[0]
+                neutral = projection(layer.input_layernorm(self._decoder.embed_tokens(ids))).mean(0)
+            finally:
+                self._busy = False
+            values = torch.where(members[..., None], neutral.to(values.dtype), values)
+        return values
 
 def install(causal_lm) -> AnonymousCells:
     """The gate on `causal_lm` (off until told), installed at most once."""

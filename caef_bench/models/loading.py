@@ -339,6 +339,11 @@ def anonymous_cell_adapters(adapter_root: str | Path) -> frozenset[str]:
     return frozenset(name for name, manifest in _adapter_manifests(adapter_root, KINDS) if manifest.get("anonymous_cells"))
 
 
+def anonymous_digit_adapters(adapter_root: str | Path) -> frozenset[str]:
+    """The adapters trained with plain digits anonymous as well (`train --anonymous-digits`)."""
+    return frozenset(name for name, manifest in _adapter_manifests(adapter_root, KINDS) if manifest.get("anonymous_digits"))
+
+
 def _adapter_manifests(adapter_root: str | Path, kinds: tuple[str, ...]):
     """(adapter name, its manifest) for each adapter of these kinds that has one."""
     root = adapter_layout_root(adapter_root) or Path(adapter_root)
@@ -417,7 +422,7 @@ def adapter_fingerprints(tier: Tier) -> dict[str, str]:
 __all__ = [
     "KINDS", "LLAMA_HUB_ID", "TIERS", "LoadedTier", "Tier",
     "adapter_dir", "adapter_folders", "attach_adapter", "get_tier", "load",
-    "adapter_schemes", "anonymous_cell_adapters", "load_adapters", "load_bare_base", "load_base", "loaded_adapters", "position_scheme_of", "save_adapter",
+    "adapter_schemes", "anonymous_cell_adapters", "anonymous_digit_adapters", "load_adapters", "load_bare_base", "load_base", "loaded_adapters", "position_scheme_of", "save_adapter",
     "tier_with_checkpoints",
     "torch_dtype", "use_adapter", "weights_fingerprint", "adapter_fingerprints", "fingerprints",
 ]

@@ -68,7 +68,8 @@ class HFStepModel:
 
     def __init__(self, model, codec, speculative: bool = True, drafter=None, fingerprint: str | None = None,
                  codecs: dict | None = None, adapter_fingerprints: dict | None = None, *,
-                 adapters: dict | None = None, tier=None, anonymous_cells: frozenset = frozenset()):
+                 adapters: dict | None = None, tier=None, anonymous_cells: frozenset = frozenset(),
+                 anonymous_digits: frozenset = frozenset()):
         self.weights = model if isinstance(model, Weights) else Weights(model, adapters)
         self.codec, self.speculative = codec, speculative
         self.codecs = codecs or {}  # adapter name -> its own codec, where its position scheme is not the tier's
@@ -79,7 +80,7 @@ class HFStepModel:
         self.stats = DecodeStats()
         # adapters trained with anonymous tape cells (models.anonymous_cells): the gate is on for them only
         self._cell_gate = None
-        self.set_anonymous_cells(anonymous_cells)
+        self.set_anonymous_cells(anonymous_cells, anonymous_digits)
 
     @property
     def model(self):
@@ -116,11 +117,14 @@ class HFStepModel:
             model.set_adapter(adapter)
         if self._cell_gate is not None:
             self._cell_gate.on = adapter in self.anonymous_cells
+            self._cell_gate.digits = adapter in self.anonymous_digits
 
-    def set_anonymous_cells(self, adapters) -> None:
-        """Run exactly these adapters with anonymous tape cells from now on (the manifests' at loading;
-        a diagnosis's counterfactual: benchmarks/diagnosis/executor_attention.py)."""
-        self.anonymous_cells = frozenset(adapters)
+    def set_anonymous_cells(self, adapters, digits=()) -> None:
+        """Run exactly these adapters with anonymous tape cells from now on, and `digits` with anonymous
+        plain digits as well (the manifests' at loading; a diagnosis's counterfactual:
+        benchmarks/diagnosis/executor_attention.py, component_cells.py)."""
+        self.anonymous_digits = frozenset(digits)
+        self.anonymous_cells = frozenset(adapters) | self.anonymous_digits
         if self.anonymous_cells and self._cell_gate is None:
             from caef_bench.models.anonymous_cells import install
 
@@ -142,7 +146,7 @@ class HFStepModel:
         return HFStepModel(self.weights, self.codec, speculative=False, drafter=self.drafter,
                            fingerprint=self._fingerprint, codecs=self.codecs,
                            adapter_fingerprints=self._adapter_fingerprints, tier=self.tier,
-                           anonymous_cells=self.anonymous_cells)
+                           anonymous_cells=self.anonymous_cells, anonymous_digits=self.anonymous_digits)
 
     def codec_for(self, adapter: str):
         """The codec an adapter runs with: the ids it was trained with."""
@@ -215,8 +219,8 @@ def load_step_model(tier: str = "tiny", checkpoints: str | None = None, speculat
     """A tier's base as a StepModel whose adapters are attached on first use; `checkpoints` is an
     adapter folder (official layout, with base/ inside for the tiny tier) replacing the tier's default."""
     from caef_bench.models.codec import codec_for
-    from caef_bench.models.loading import (adapter_folders, adapter_schemes, anonymous_cell_adapters, load_base,
-                                           tier_with_checkpoints)
+    from caef_bench.models.loading import (adapter_folders, adapter_schemes, anonymous_cell_adapters,
+                                           anonymous_digit_adapters, load_base, tier_with_checkpoints)
 
     tier_info = tier_with_checkpoints(tier, checkpoints)
     found = adapter_folders(tier_info)  # before the base: a missing adapter folder fails fast
@@ -224,6 +228,8 @@ def load_step_model(tier: str = "tiny", checkpoints: str | None = None, speculat
     schemes = adapter_schemes(tier_info.adapters) if tier_info.adapters is not None else {}
     codecs = {name: codec_for(tokenizer, scheme) for name, scheme in schemes.items()
               if scheme != tier_info.position_scheme}
-    anonymous = anonymous_cell_adapters(tier_info.adapters) if tier_info.adapters is not None else frozenset()
+    root = tier_info.adapters
+    anonymous = anonymous_cell_adapters(root) if root is not None else frozenset()
+    digits = anonymous_digit_adapters(root) if root is not None else frozenset()
     return HFStepModel(model, codec_for(tokenizer, tier_info.position_scheme), speculative, codecs=codecs,
-                       adapters=found, tier=tier_info, anonymous_cells=anonymous)
+                       adapters=found, tier=tier_info, anonymous_cells=anonymous, anonymous_digits=digits)

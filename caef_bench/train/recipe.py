@@ -63,6 +63,7 @@ class TrainRequest:
     micro_batch_tokens: int | None = None  # padded tokens per micro-batch; 0: whole batches; None: the device's default
     direct_position_scheme: str = DIRECT_POSITION_SCHEME  # the ids the direct adapters train with
     anonymous_cells: bool = False  # CAEF adapters train with layer 0 reading tape cells alike (models.anonymous_cells)
+    anonymous_digits: bool = False  # ... and plain digits alike too (aligners read operands as plain digits)
 
     @property
     def torch_device(self) -> str:
@@ -377,7 +378,7 @@ def _train_stages(peft_model, codec, request: TrainRequest, recipe: Preset, kind
                              "lora": [recipe.lora_r, recipe.lora_alpha, recipe.target_modules],
                              "initialised_from": str(request.adapter_init) if request.adapter_init else None,
                              # (only when on, so that the runs trained before the gate resume as they were)
-                             **({"anonymous_cells": True} if request.anonymous_cells and kind != "direct" else {})})
+                             **_gate_flags(request, kind)})
         result = train(peft_model, _batches(source, batch, codec, micro_tokens), runs, plan,
                        request.run_options(f"{kind} {op} stage {stage}"))
         stages[f"stage{stage}"] = {"steps": result.steps, "tokens": result.tokens, "batch": batch,
@@ -387,6 +388,14 @@ def _train_stages(peft_model, codec, request: TrainRequest, recipe: Preset, kind
         fingerprints.append(source.fingerprint)
         _copy_loss_curves(runs, folder, f"stage{stage}_")
     return stages, fingerprints
+
+
+def _gate_flags(request: TrainRequest, kind: str) -> dict:
+    """The anonymous-cells gate an adapter trains with, as its run plan and manifest record it (only when
+    on, so that the runs trained before the gate resume as they were)."""
+    if kind == "direct" or not (request.anonymous_cells or request.anonymous_digits):
+        return {}
+    return {"anonymous_cells": True, **({"anonymous_digits": True} if request.anonymous_digits else {})}
 
 
 def adapter_codec(codec, request: TrainRequest, kind: str):
@@ -417,11 +426,12 @@ def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, comma
     if kind == "direct":  # its recorded preset says the ids it trained with, not the base's
         recipe = replace(recipe, position_scheme=codec.scheme)
     folder = request.out / KIND_FOLDERS[kind] / op
-    anonymous = request.anonymous_cells and kind != "direct"
-    if anonymous or hasattr(model, "_anonymous_cells_gate"):
+    flags = _gate_flags(request, kind)
+    if flags or hasattr(model, "_anonymous_cells_gate"):
         from caef_bench.models.anonymous_cells import install
 
-        install(model).on = anonymous
+        gate = install(model)
+        gate.on, gate.digits = bool(flags), "anonymous_digits" in flags
     peft_model, initialised_from = _new_adapter(model, request, recipe, kind, op)
     stages, fingerprints = _train_stages(peft_model, codec, request, recipe, kind, op, folder)
     peft_model.eval()
@@ -432,8 +442,7 @@ def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, comma
                 "device": describe_device(next(model.parameters()).device), "one_step_accuracy": accuracy,
                 "preset": _recorded(recipe),
                 "position_scheme": codec.scheme}  # the ids it was trained with: loading runs it with the same
-    if anonymous:  # loading runs it with the gate on (models.anonymous_cells)
-        manifest["anonymous_cells"] = True
+    manifest.update(flags)  # loading runs it with the gate on, as trained (models.anonymous_cells)
     if initialised_from is not None:
         manifest["initialised_from"] = initialised_from
     save_adapter_folder(peft_model, folder, manifest)

@@ -473,9 +473,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="layer 0's attention reads every tape cell alike (models.anonymous_cells): what a run of "
                             "one digit no longer outvotes; recorded in each adapter's manifest, and the runtime "
                             "runs those adapters the same way")
-    train.add_argument("--anonymous-digits", action="store_true",
-                       help="--anonymous-cells, and the plain digits of an expression alike too (for aligners, "
-                            "which read operands as plain digits)")
+    train.add_argument("--anonymous-digits", nargs="?", const="all", choices=("all", "expressions"),
+                       help="--anonymous-cells, and plain digits alike too (aligners read operands as plain "
+                            "digits); 'expressions': only in the sequences that begin with one (aligner (I)), so "
+                            "an executor trained in the same command runs ungated")
     train.add_argument("--composer-share", type=float,
                        help="override the share of add and gt samples drawn from the calls inside SUB, MUL, DIV runs")
     train.add_argument("--position-scheme", choices=SCHEMES,

@@ -4,6 +4,7 @@ with it is run with it (and only that adapter)."""
 
 import json
 
+import pytest
 import torch
 
 from caef_bench.machines import trace
@@ -73,10 +74,43 @@ def test_with_digits_on_plain_digits_share_one_value_and_cells_another():
     assert torch.equal(both[others], plain_values[others])
 
 
-def test_decoding_with_a_cache_agrees_with_whole_passes_when_the_gate_is_on():
+def test_with_only_expressions_the_gate_touches_only_sequences_that_begin_with_an_expression():
+    model = build_tiny_base(MICRO, seed=4).eval()
+    gate = install(model)
+    conversion_in = CODEC.prompt_ids("4567+1289=") + CODEC.completion_ids(trace("add", 4567, 1289)[0][0])
+    halt_state = trace("add", 4567, 1289)[-1][1]
+    conversion_out = CODEC.prompt_ids(halt_state) + CODEC.completion_ids("4567+1289=5856")
+    width = max(len(conversion_in), len(conversion_out))
+    rows = [[CODEC.pad_id] * (width - len(ids)) + ids for ids in (conversion_in, conversion_out)]  # left padding
+    ids = torch.tensor(rows)
+    plain, _ = _layer0_values_batch(model, ids)
+    gate.on = gate.digits = gate.only_expressions = True
+    gated, _ = _layer0_values_batch(model, ids)
+    anonymous = torch.isin(ids, torch.tensor(CELL_TOKEN_IDS + DIGIT_TOKEN_IDS))
+    assert not torch.equal(gated[0][anonymous[0]], plain[0][anonymous[0]])  # aligner (I): gated
+    assert torch.equal(gated[1], plain[1])  # aligner (O): as without the gate
+    assert anonymous[1].sum() >= 8
+
+
+def _layer0_values_batch(model, ids):
+    seen = []
+    hook = model.model.layers[0].self_attn.v_proj.register_forward_hook(lambda m, a, out: seen.append(out))
+    try:
+        with torch.no_grad():
+            logits = model(input_ids=ids, attention_mask=(ids != CODEC.pad_id).long()).logits
+    finally:
+        hook.remove()
+    return seen[-1], logits
+
+
+@pytest.mark.parametrize("only_expressions", [False, True])
+def test_decoding_with_a_cache_agrees_with_whole_passes_when_the_gate_is_on(only_expressions):
     model = build_tiny_base(MICRO, seed=3).eval()
-    install(model).on = True
+    gate = install(model)
+    gate.on = gate.digits = True
+    gate.only_expressions = only_expressions
     prompts = [CODEC.prompt_ids(source) for source, _ in trace("add", 45, 67)[:3]]
+    prompts += [CODEC.prompt_ids("45+67="), CODEC.prompt_ids("9999+1=")]  # aligner (I) conversions
     limit = 8
     greedy = [greedy_ids(model, [p], CODEC, limit)[0] for p in prompts]  # token by token, with a KV cache
     checked = verify_drafts(model, CODEC, prompts, greedy, [limit] * len(prompts))  # one whole pass each
@@ -103,7 +137,7 @@ def test_an_adapter_trained_with_anonymous_cells_says_so_and_is_run_with_the_gat
     step_model.activate("executor_sub")
     assert not step_model._cell_gate.on
     assert step_model.paper_loop().anonymous_cells == {"executor_add"}
-    assert not step_model._cell_gate.digits and step_model.anonymous_digits == frozenset()
+    assert not step_model._cell_gate.digits and step_model.anonymous_digits == {}
 
 
 def test_an_aligner_trained_with_anonymous_digits_is_run_with_cells_and_digits_gated(tmp_path):
@@ -111,12 +145,12 @@ def test_an_aligner_trained_with_anonymous_digits_is_run_with_cells_and_digits_g
 
     request = TrainRequest(preset="tiny", out=tmp_path, executors=("add",), aligners=("add",), progress=False,
                            tiny_shape=MICRO, overrides={"base_steps": 2, "stage2_steps": 2, "max_len": 4},
-                           anonymous_digits=True)
+                           anonymous_digits="all")
     run_training(request)
     manifest = json.loads((tmp_path / "aligners" / "add" / "manifest.json").read_text())
     assert manifest["anonymous_cells"] is True and manifest["anonymous_digits"] is True
     step_model = load_step_model("tiny", str(tmp_path))
-    assert step_model.anonymous_digits == {"aligner_add", "executor_add"}
+    assert step_model.anonymous_digits == {"aligner_add": "all", "executor_add": "all"}
     step_model.activate("aligner_add")
-    assert step_model._cell_gate.on and step_model._cell_gate.digits
-    assert step_model.paper_loop().anonymous_digits == {"aligner_add", "executor_add"}
+    assert step_model._cell_gate.on and step_model._cell_gate.digits and not step_model._cell_gate.only_expressions
+    assert step_model.paper_loop().anonymous_digits == {"aligner_add": "all", "executor_add": "all"}

@@ -67,10 +67,10 @@ def test_rebuild2_trains_every_adapter_but_add_mul_div_once_each_with_its_gate()
             for op in filter(None, args.executors.split(",")):
                 gated.setdefault(f"executor_{op}", []).append(args.anonymous_cells and not args.anonymous_digits)
             for op in filter(None, args.aligners.split(",")):
-                gated.setdefault(f"aligner_{op}", []).append(args.anonymous_digits)
+                gated.setdefault(f"aligner_{op}", []).append(args.anonymous_digits == "expressions")
     expected = [f"executor_{op}" for op in EXECUTOR_OPS if op not in ("add", "mul", "div")]
     assert sorted(gated) == sorted(expected + [f"aligner_{op}" for op in ALIGNED_OPS])
-    assert all(flags == [True] for flags in gated.values())  # executors: cells; aligners: cells and digits
+    assert all(flags == [True] for flags in gated.values())  # executors: cells; aligners: cells and digits, (I) only
 
 
 def _adapter(folder: Path, complete: bool, marker: str) -> None:

@@ -129,11 +129,13 @@ REBUILD_STREAMS = [
 # 100-digit runs of one digit and 9,000 random top steps right and stays as it is; every other adapter
 # that broke a repeated-digit problem in its first evaluation (docs/structured-operands.md, "The
 # rebuild on the device") trains on with the gate: the executors with anonymous tape cells, the
-# aligners with anonymous plain digits as well (their operands come in as digits, and aligner (I) copied
-# runs right untrained with both gated, where cells alone or digits alone broke it). The same shares as
-# the rebuild's streams; a gate's first steps cost what the adapter read through layer 0 (aligner (O),
-# the executors' sums), which executor_add's 700 steps and the CPU pilots relearned.
-_CELLS, _DIGITS = ["--anonymous-cells"], ["--anonymous-digits"]
+# aligners with anonymous cells and plain digits in their (I) conversions only (their operands come in
+# as digits; aligner (I) copied runs right untrained with both gated, where cells alone or digits alone
+# broke it, and (O), gated, lost random problems too: on the CPU, 240 steps of 32 with (I) and (O) gated
+# left (O) at 19-23 of 30 on runs, the same draws ungated 29-30). The same shares as the rebuild's
+# streams; a gate's first steps cost what the adapter read through layer 0 (the executors' sums), which
+# executor_add's 700 steps and the CPU pilots relearned.
+_CELLS, _DIGITS = ["--anonymous-cells"], ["--anonymous-digits", "expressions"]
 REBUILD_2_STREAMS = [
     ("executor_gt", [(_shares("gt", "", "1.5e-4", **_LONG) + _CELLS, 700)], 1),
     ("executor_lt", [(_shares("lt", "", "2e-4", **_LONG) + _CELLS, 700)], 1),

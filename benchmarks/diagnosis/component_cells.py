@@ -35,7 +35,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--json", help="also write the results here")
-    parser.add_argument("--anonymous", choices=("manifest", "off", "cells", "digits"), default="manifest",
+    parser.add_argument("--anonymous", choices=("manifest", "off", "cells", "digits", "expressions"), default="manifest",
                         help="run the adapters under test with anonymous tape cells, and plain digits (models."
                              "anonymous_cells), as their manifests say or as given: an untrained counterfactual")
     args = parser.parse_args()
@@ -49,10 +49,11 @@ def main() -> None:
     step_model = load_step_model(args.model, args.checkpoints, device=args.device)
     if args.anonymous != "manifest":
         tested = {f"{args.kind}_{args.op or CELLS[cell].op}" for cell in cells}
+        digits = {"digits": "all", "expressions": "expressions"}.get(args.anonymous)
         step_model.set_anonymous_cells(tested if args.anonymous == "cells" else (),
-                                       tested if args.anonymous == "digits" else ())
+                                       {name: digits for name in tested} if digits else {})
     print(f"weights {step_model.fingerprint}, {args.kind}, {args.per_cell} problems per cell, seed {args.seed}, "
-          f"anonymous cells: {sorted(step_model.anonymous_cells) or 'none'}, digits: {sorted(step_model.anonymous_digits) or 'none'}")
+          f"anonymous cells: {sorted(step_model.anonymous_cells) or 'none'}, digits: {step_model.anonymous_digits or 'none'}")
     print("| cell | exact | first miss |\n|---|---|---|")
     results = {}
     for cell in cells:

@@ -19,12 +19,16 @@ runtime turns the gate on for that adapter only.
 Aligners read operands as plain digits (`45+67=`), not cells, and copy them into a tape or back: the same
 averaging over a run can reach them through the prompt's digits. With `digits` on, the gate treats the
 plain digits `0`..`9` the same way, as a group of their own (their neutral value is the mean of the ten
-plain digits' values), for adapters trained with `train --anonymous-digits`.
+plain digits' values), for adapters trained with `train --anonymous-digits`. With `only_expressions`
+as well, the gate touches only the sequences that begin with an expression (`45+67=`: aligner (I)'s
+conversions), found from each sequence's first token when a pass starts one (no cache yet) and kept for
+the passes that extend it: aligner (I) copies runs right with the gate, while (O), which reads the halt
+state's cells through layer 0 to write the answer, is left as it learned.
 """
 
 from __future__ import annotations
 
-from caef_bench.models.tokenizer import TOKEN_ID
+from caef_bench.models.tokenizer import BOS_ID, PAD_ID, TOKEN_ID
 
 CELL_TOKEN_IDS = tuple(TOKEN_ID[f"|{digit}"] for digit in "0123456789")
 DIGIT_TOKEN_IDS = tuple(TOKEN_ID[digit] for digit in "0123456789")
@@ -38,13 +42,18 @@ class AnonymousCells:
     def __init__(self, causal_lm):
         self.on = False
         self.digits = False  # plain digits too, each group with its own neutral value
+        self.only_expressions = False  # only in sequences that begin with an expression (aligner (I))
         self._ids = None
+        self._expressions = None  # per row of the sequences being computed: begins with an expression
         self._busy = False  # while the gate itself computes the neutral value
         self._decoder = causal_lm.model
         self._decoder.register_forward_pre_hook(self._before_forward, with_kwargs=True)
 
     def _before_forward(self, decoder, args, kwargs):
         self._ids = kwargs.get("input_ids", args[0] if args else None)
+        cache = kwargs.get("past_key_values")
+        if self._ids is not None and (cache is None or cache.get_seq_length() == 0):
+            self._expressions = _begins_with_a_digit(self._ids)
         projection = decoder.layers[0].self_attn.v_proj
         if not getattr(projection, "_anonymous_cells", False):
             projection.register_forward_hook(self._gate)
@@ -59,6 +68,8 @@ class AnonymousCells:
         for group in groups:
             ids = torch.tensor(group, device=self._ids.device)
             members = torch.isin(self._ids, ids)
+            if self.only_expressions:
+                members = members & self._expressions[:, None]
             if not members.any():
                 continue
             self._busy = True
@@ -69,6 +80,16 @@ class AnonymousCells:
                 self._busy = False
             values = torch.where(members[..., None], neutral.to(values.dtype), values)
         return values
+
+
+def _begins_with_a_digit(ids):
+    """Per row: whether its first token after the padding and <s> is a plain digit."""
+    import torch
+
+    text = ~torch.isin(ids, torch.tensor((PAD_ID, BOS_ID), device=ids.device))
+    first = ids.gather(1, text.int().argmax(1, keepdim=True))[:, 0]
+    return torch.isin(first, torch.tensor(DIGIT_TOKEN_IDS, device=ids.device)) & text.any(1)
+
 
 def install(causal_lm) -> AnonymousCells:
     """The gate on `causal_lm` (off until told), installed at most once."""

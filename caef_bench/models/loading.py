@@ -339,9 +339,11 @@ def anonymous_cell_adapters(adapter_root: str | Path) -> frozenset[str]:
     return frozenset(name for name, manifest in _adapter_manifests(adapter_root, KINDS) if manifest.get("anonymous_cells"))
 
 
-def anonymous_digit_adapters(adapter_root: str | Path) -> frozenset[str]:
-    """The adapters trained with plain digits anonymous as well (`train --anonymous-digits`)."""
-    return frozenset(name for name, manifest in _adapter_manifests(adapter_root, KINDS) if manifest.get("anonymous_digits"))
+def anonymous_digit_adapters(adapter_root: str | Path) -> dict[str, str]:
+    """adapter name -> where it was trained with plain digits anonymous as well (`train --anonymous-digits`):
+    "all" its sequences, or only "expressions" (those that begin with one: aligner (I))."""
+    return {name: "all" if manifest["anonymous_digits"] is True else manifest["anonymous_digits"]
+            for name, manifest in _adapter_manifests(adapter_root, KINDS) if manifest.get("anonymous_digits")}
 
 
 def _adapter_manifests(adapter_root: str | Path, kinds: tuple[str, ...]):

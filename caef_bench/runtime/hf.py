@@ -69,7 +69,7 @@ class HFStepModel:
     def __init__(self, model, codec, speculative: bool = True, drafter=None, fingerprint: str | None = None,
                  codecs: dict | None = None, adapter_fingerprints: dict | None = None, *,
                  adapters: dict | None = None, tier=None, anonymous_cells: frozenset = frozenset(),
-                 anonymous_digits: frozenset = frozenset()):
+                 anonymous_digits=()):
         self.weights = model if isinstance(model, Weights) else Weights(model, adapters)
         self.codec, self.speculative = codec, speculative
         self.codecs = codecs or {}  # adapter name -> its own codec, where its position scheme is not the tier's
@@ -118,13 +118,14 @@ class HFStepModel:
         if self._cell_gate is not None:
             self._cell_gate.on = adapter in self.anonymous_cells
             self._cell_gate.digits = adapter in self.anonymous_digits
+            self._cell_gate.only_expressions = self.anonymous_digits.get(adapter) == "expressions"
 
     def set_anonymous_cells(self, adapters, digits=()) -> None:
-        """Run exactly these adapters with anonymous tape cells from now on, and `digits` with anonymous
-        plain digits as well (the manifests' at loading; a diagnosis's counterfactual:
-        benchmarks/diagnosis/executor_attention.py, component_cells.py)."""
-        self.anonymous_digits = frozenset(digits)
-        self.anonymous_cells = frozenset(adapters) | self.anonymous_digits
+        """Run exactly these adapters with anonymous tape cells from now on, and `digits` (names, or name ->
+        "all" or "expressions") with anonymous plain digits as well (the manifests' at loading; a
+        diagnosis's counterfactual: benchmarks/diagnosis/executor_attention.py, component_cells.py)."""
+        self.anonymous_digits = dict(digits) if isinstance(digits, dict) else {name: "all" for name in digits}
+        self.anonymous_cells = frozenset(adapters) | frozenset(self.anonymous_digits)
         if self.anonymous_cells and self._cell_gate is None:
             from caef_bench.models.anonymous_cells import install
 
@@ -230,6 +231,6 @@ def load_step_model(tier: str = "tiny", checkpoints: str | None = None, speculat
               if scheme != tier_info.position_scheme}
     root = tier_info.adapters
     anonymous = anonymous_cell_adapters(root) if root is not None else frozenset()
-    digits = anonymous_digit_adapters(root) if root is not None else frozenset()
+    digits = anonymous_digit_adapters(root) if root is not None else {}
     return HFStepModel(model, codec_for(tokenizer, tier_info.position_scheme), speculative, codecs=codecs,
                        adapters=found, tier=tier_info, anonymous_cells=anonymous, anonymous_digits=digits)

@@ -63,7 +63,9 @@ class TrainRequest:
     micro_batch_tokens: int | None = None  # padded tokens per micro-batch; 0: whole batches; None: the device's default
     direct_position_scheme: str = DIRECT_POSITION_SCHEME  # the ids the direct adapters train with
     anonymous_cells: bool = False  # CAEF adapters train with layer 0 reading tape cells alike (models.anonymous_cells)
-    anonymous_digits: bool = False  # ... and plain digits alike too (aligners read operands as plain digits)
+    # ... and plain digits alike too (aligners read operands as plain digits): None, "all" sequences, or
+    # only "expressions" (those that begin with one: aligner (I)'s conversions)
+    anonymous_digits: str | None = None
 
     @property
     def torch_device(self) -> str:
@@ -395,7 +397,8 @@ def _gate_flags(request: TrainRequest, kind: str) -> dict:
     on, so that the runs trained before the gate resume as they were)."""
     if kind == "direct" or not (request.anonymous_cells or request.anonymous_digits):
         return {}
-    return {"anonymous_cells": True, **({"anonymous_digits": True} if request.anonymous_digits else {})}
+    digits = {"all": True, "expressions": "expressions"}.get(request.anonymous_digits)
+    return {"anonymous_cells": True, **({"anonymous_digits": digits} if digits else {})}
 
 
 def adapter_codec(codec, request: TrainRequest, kind: str):
@@ -432,6 +435,7 @@ def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, comma
 
         gate = install(model)
         gate.on, gate.digits = bool(flags), "anonymous_digits" in flags
+        gate.only_expressions = flags.get("anonymous_digits") == "expressions"
     peft_model, initialised_from = _new_adapter(model, request, recipe, kind, op)
     stages, fingerprints = _train_stages(peft_model, codec, request, recipe, kind, op, folder)
     peft_model.eval()

@@ -93,3 +93,16 @@ def test_a_candidate_from_a_rounds_archive_takes_only_the_adapters_that_finished
     assert replaced == ["executors/add"]
     read = lambda name: (tmp_path / "cand" / name / "adapter_model.safetensors").read_text()  # noqa: E731
     assert (read("executors/add"), read("executors/sub"), read("aligners/add")) == ("round", "shipped", "shipped")
+
+
+def test_the_tracked_tree_leaves_room_for_the_packages_a_device_call_carries():
+    # A call carries the tracked tree and .whl (device_wheels.sh: about 4 MiB), 64 MiB in all; a
+    # committed round archive that pushed past it would cost a device session its call.
+    import shutil
+    import subprocess
+
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    sizes = [(ROOT / name).stat().st_size for name in listed.decode().split("\0") if name and (ROOT / name).is_file()]
+    assert sum(sizes) < (64 - 6) * 2**20

@@ -278,7 +278,16 @@ def test_fisher_exact_by_hand_and_against_scipy():
     assert fisher_exact(3, 10, 3, 10) == pytest.approx(1.0)
     assert fisher_exact(0, 0, 1, 5) == 1.0
     scipy_stats = pytest.importorskip("scipy.stats")
-    for table in ((1, 9, 11, 3), (7, 12, 2, 10), (0, 200, 5, 200), (4, 4, 0, 30)):
+    # (the last two: a whole repeated-digit evaluation's pooled sizes, weights beyond a float's range)
+    for table in ((1, 9, 11, 3), (7, 12, 2, 10), (0, 200, 5, 200), (4, 4, 0, 30), (72, 1678, 1, 349), (500, 2385, 2, 548)):
         k1, n1, k2, n2 = table[0], table[0] + table[1], table[2], table[2] + table[3]
         expected = scipy_stats.fisher_exact([[k1, n1 - k1], [k2, n2 - k2]]).pvalue
         assert fisher_exact(k1, n1, k2, n2) == pytest.approx(expected, rel=1e-9)
+
+
+def test_fisher_exact_at_the_full_evaluations_sizes_where_the_weights_pass_a_floats_range():
+    # a whole repeated-digit evaluation pools thousands of problems: C(4250, 250) is about 1e441
+    assert 0 < fisher_exact(72, 1750, 1, 350) < 1e-3
+    assert 0 < fisher_exact(500, 2885, 2, 550) < 1e-30  # (scipy: 3.78e-38)
+    assert fisher_exact(200, 4000, 50, 1000) == pytest.approx(1.0)
+    assert fisher_exact(150, 3000, 20, 1000) == pytest.approx(fisher_exact(20, 1000, 150, 3000))

@@ -223,6 +223,7 @@ def fisher_exact(k1: int, n1: int, k2: int, n2: int) -> float:
     weights = {x: math.comb(n1, x) * math.comb(n2, successes - x)
                for x in range(max(0, successes - n2), min(n1, successes) + 1)}
     observed = weights[k1]
-    # Ties within a relative 1e-7, as scipy allows, so that tables as likely as the observed one count.
-    as_extreme = sum(w for w in weights.values() if w <= observed * (1 + 1e-7))
+    # Ties within a relative 1e-7, as scipy allows, so that tables as likely as the observed one count;
+    # compared in integers: at a few thousand problems the weights are far beyond a float's range.
+    as_extreme = sum(w for w in weights.values() if w * 10**7 <= observed * (10**7 + 1))
     return min(1.0, as_extreme / math.comb(total, successes))

@@ -127,14 +127,14 @@ REBUILD_STREAMS = [
 # Rebuild 2, from the rebuild's tier (docs/structured-pilot/rebuild_device, assembled with --assemble-from
 # into the folder given as --adapter-init): its gated executor_add got every step of 50 held-out
 # 100-digit runs of one digit and 9,000 random top steps right and stays as it is; every other adapter
-# that broke a repeated-digit problem in its first evaluation (docs/structured-operands.md, "The
-# rebuild on the device") trains on, all but executor_sub with the gate: the executors with anonymous
-# tape cells, the aligners with anonymous cells and plain digits in their (I) conversions only (their operands come in
-# as digits; aligner (I) copied runs right untrained with both gated, where cells alone or digits alone
-# broke it, and (O), gated, lost random problems too: on the CPU, 240 steps of 32 with (I) and (O) gated
-# left (O) at 19-23 of 30 on runs, the same draws ungated 29-30). The same shares as the rebuild's
-# streams; a gate's first steps cost what the adapter read through layer 0 (the executors' sums), which
-# executor_add's 700 steps and the CPU pilots relearned.
+# broke repeated-digit problems in its evaluation (docs/structured-operands.md, "The rebuild on the
+# device") and trains on, most of them with the gate: the executors with anonymous tape cells (but
+# sub, mul and div, below), the aligners with anonymous cells and plain digits in their (I)
+# conversions only (aligner (I) copied runs right untrained with both gated, where cells alone or
+# digits alone broke it; (O), gated, lost random problems too: on the CPU, 240 steps of 32 with (I) and
+# (O) gated left (O) at 19-23 of 30 on runs, the same draws ungated 29-30). The same shares as the
+# rebuild's streams; a gate's first steps cost what the adapter read through layer 0 (the executors'
+# sums), which executor_add's 700 steps and the CPU pilots relearned.
 _CELLS, _DIGITS = ["--anonymous-cells"], ["--anonymous-digits", "expressions"]
 REBUILD_2_STREAMS = [
     ("executor_gt", [(_shares("gt", "", "1.5e-4", **_LONG) + _CELLS, 700)], 1),
@@ -146,6 +146,9 @@ REBUILD_2_STREAMS = [
     # come back whole at that size; it trains on with its rebuild draws
     ("executor_sub", [(_shares("sub", "", "1.5e-4", **{**_LONG, "structured_long_share": 0.5}), 550)], 1),
     ("executor_left_mask", [(_shares("left_mask", "", "1.5e-4", **_LONG, **_SUB_CALLS) + _CELLS, 650)], 1),
+    # mul and div as the rebuild trained them, no gate tried on them yet: executor_mul was the first wrong
+    # step of 9 of rep_mul_10's problems (10 of 50 of rep_mul_10_p1 answered wrong)
+    ("mul_div", [(_shares("mul,div", "", "2e-4", structured_share=0.7, return_share=0.3), 450)], 1),
     ("aligners_a", [(_shares("", "add,sub", "2e-4", structured_share=0.5, structured_long_share=0.5) + _DIGITS, 400)], 1),
     ("aligners_b", [(_shares("", "gt,lt", "2e-4", structured_share=0.5, structured_long_share=0.5) + _DIGITS, 450)], 1),
     ("aligners_c", [(_shares("", "eq,mul,div", "2e-4", structured_share=0.6, structured_long_share=0.6,
@@ -177,7 +180,7 @@ def main(argv=None) -> int:
     parser.add_argument("--minutes", type=float, default=5.0, help="stop every stream after this many minutes")
     parser.add_argument("--plan", choices=PLANS, default="round2",
                         help="which streams (round2b: from round 2's tier; rebuild: every adapter from the shipped tier; "
-                             "rebuild2: every adapter but executor_add, mul, div from the rebuild's, gated)")
+                             "rebuild2: every adapter but executor_add from the rebuild's, most of them gated)")
     parser.add_argument("--direct", action="store_true", help="also the LoRA-direct curve (round 1 made it)")
     parser.add_argument("--adapter-init", default="checkpoints/tiny",
                         help="the tier whose adapters this round trains further (and the candidate's other adapters)")

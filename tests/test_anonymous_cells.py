@@ -64,7 +64,7 @@ def test_with_digits_on_plain_digits_share_one_value_and_cells_another():
     is_cell = torch.isin(ids[0], torch.tensor(CELL_TOKEN_IDS))
     assert is_digit.sum() >= 8 and is_cell.sum() >= 8
     assert torch.equal(cells_only[is_digit], plain_values[is_digit])  # plain digits untouched without `digits`
-    gate.digits = True
+    gate.digits = "all"
     both, _ = _layer0_values(model, ids)
     digit_rows, cell_rows = both[is_digit], both[is_cell]
     assert torch.allclose(digit_rows, digit_rows[0].expand_as(digit_rows))
@@ -84,7 +84,7 @@ def test_with_only_expressions_the_gate_touches_only_sequences_that_begin_with_a
     rows = [[CODEC.pad_id] * (width - len(ids)) + ids for ids in (conversion_in, conversion_out)]  # left padding
     ids = torch.tensor(rows)
     plain, _ = _layer0_values_batch(model, ids)
-    gate.on = gate.digits = gate.only_expressions = True
+    gate.on, gate.digits = True, "expressions"
     gated, _ = _layer0_values_batch(model, ids)
     anonymous = torch.isin(ids, torch.tensor(CELL_TOKEN_IDS + DIGIT_TOKEN_IDS))
     assert not torch.equal(gated[0][anonymous[0]], plain[0][anonymous[0]])  # aligner (I): gated
@@ -103,12 +103,11 @@ def _layer0_values_batch(model, ids):
     return seen[-1], logits
 
 
-@pytest.mark.parametrize("only_expressions", [False, True])
-def test_decoding_with_a_cache_agrees_with_whole_passes_when_the_gate_is_on(only_expressions):
+@pytest.mark.parametrize("digits", ["all", "expressions"])
+def test_decoding_with_a_cache_agrees_with_whole_passes_when_the_gate_is_on(digits):
     model = build_tiny_base(MICRO, seed=3).eval()
     gate = install(model)
-    gate.on = gate.digits = True
-    gate.only_expressions = only_expressions
+    gate.on, gate.digits = True, digits
     prompts = [CODEC.prompt_ids(source) for source, _ in trace("add", 45, 67)[:3]]
     prompts += [CODEC.prompt_ids("45+67="), CODEC.prompt_ids("9999+1=")]  # aligner (I) conversions
     limit = 8
@@ -152,5 +151,5 @@ def test_an_aligner_trained_with_anonymous_digits_is_run_with_cells_and_digits_g
     step_model = load_step_model("tiny", str(tmp_path))
     assert step_model.anonymous_digits == {"aligner_add": "all", "executor_add": "all"}
     step_model.activate("aligner_add")
-    assert step_model._cell_gate.on and step_model._cell_gate.digits and not step_model._cell_gate.only_expressions
+    assert step_model._cell_gate.on and step_model._cell_gate.digits == "all"
     assert step_model.paper_loop().anonymous_digits == {"aligner_add": "all", "executor_add": "all"}

@@ -1,6 +1,7 @@
 """Per cell of a records folder (`caef-bench run`'s, or an accelerator call's records.tgz unpacked): problems,
-right, and how the wrong ones ended; with --where, the operand digits a misaligned start state got wrong; with --by-adapter, the adapter whose
-step first went wrong in each wrong problem, over all cells and per cell family.
+right, and how the wrong ones ended; with --where, the operand digits a misaligned start state got wrong;
+with --by-adapter, the adapter whose step first went wrong in each wrong problem, over all cells and per
+cell family.
 
     python benchmarks/diagnosis/records_summary.py work/records/tiny-<weights> [--where] [--by-adapter]
 """

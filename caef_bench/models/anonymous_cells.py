@@ -19,8 +19,8 @@ runtime turns the gate on for that adapter only.
 Aligners read operands as plain digits (`45+67=`), not cells, and copy them into a tape or back: the same
 averaging over a run can reach them through the prompt's digits. With `digits` on, the gate treats the
 plain digits `0`..`9` the same way, as a group of their own (their neutral value is the mean of the ten
-plain digits' values), for adapters trained with `train --anonymous-digits`. With `only_expressions`
-as well, the gate touches only the sequences that begin with an expression (`45+67=`: aligner (I)'s
+plain digits' values), for adapters trained with `train --anonymous-digits`. With `digits` set to
+"expressions", the gate touches only the sequences that begin with an expression (`45+67=`: aligner (I)'s
 conversions), found from each sequence's first token when a pass starts one (no cache yet) and kept for
 the passes that extend it: aligner (I) copies runs right with the gate, while (O), which reads the halt
 state's cells through layer 0 to write the answer, is left as it learned.
@@ -41,8 +41,9 @@ class AnonymousCells:
 
     def __init__(self, causal_lm):
         self.on = False
-        self.digits = False  # plain digits too, each group with its own neutral value
-        self.only_expressions = False  # only in sequences that begin with an expression (aligner (I))
+        # plain digits too, each group with its own neutral value: None, "all" sequences, or only the
+        # "expressions" (sequences that begin with one: aligner (I))
+        self.digits = None
         self._ids = None
         self._expressions = None  # per row of the sequences being computed: begins with an expression
         self._busy = False  # while the gate itself computes the neutral value
@@ -52,7 +53,8 @@ class AnonymousCells:
     def _before_forward(self, decoder, args, kwargs):
         self._ids = kwargs.get("input_ids", args[0] if args else None)
         cache = kwargs.get("past_key_values")
-        if self._ids is not None and (cache is None or cache.get_seq_length() == 0):
+        fresh = cache is None or cache.get_seq_length() == 0  # a pass that starts its sequences
+        if self.on and self.digits == "expressions" and self._ids is not None and fresh:
             self._expressions = _begins_with_a_digit(self._ids)
         projection = decoder.layers[0].self_attn.v_proj
         if not getattr(projection, "_anonymous_cells", False):
@@ -68,7 +70,7 @@ class AnonymousCells:
         for group in groups:
             ids = torch.tensor(group, device=self._ids.device)
             members = torch.isin(self._ids, ids)
-            if self.only_expressions:
+            if self.digits == "expressions":
                 members = members & self._expressions[:, None]
             if not members.any():
                 continue

@@ -333,17 +333,18 @@ def adapter_schemes(adapter_root: str | Path) -> dict[str, str]:
             if manifest.get("position_scheme")}
 
 
-def anonymous_cell_adapters(adapter_root: str | Path) -> frozenset[str]:
-    """The adapters whose manifests say they were trained with anonymous tape cells
-    (models.anonymous_cells): the runtime runs each of them with the gate on, and no other."""
-    return frozenset(name for name, manifest in _adapter_manifests(adapter_root, KINDS) if manifest.get("anonymous_cells"))
-
-
-def anonymous_digit_adapters(adapter_root: str | Path) -> dict[str, str]:
-    """adapter name -> where it was trained with plain digits anonymous as well (`train --anonymous-digits`):
-    "all" its sequences, or only "expressions" (those that begin with one: aligner (I))."""
-    return {name: "all" if manifest["anonymous_digits"] is True else manifest["anonymous_digits"]
-            for name, manifest in _adapter_manifests(adapter_root, KINDS) if manifest.get("anonymous_digits")}
+def anonymous_adapters(adapter_root: str | Path) -> tuple[frozenset[str], dict[str, str]]:
+    """From one read of the manifests: the adapters trained with anonymous tape cells
+    (models.anonymous_cells), which the runtime runs with the gate on, and no other; and, of those,
+    adapter name -> where plain digits were anonymous as well (`train --anonymous-digits`): "all" its
+    sequences, or only "expressions" (those that begin with one: aligner (I))."""
+    cells, digits = set(), {}
+    for name, manifest in _adapter_manifests(adapter_root, KINDS):
+        if manifest.get("anonymous_cells"):
+            cells.add(name)
+        if manifest.get("anonymous_digits"):
+            digits[name] = "all" if manifest["anonymous_digits"] is True else manifest["anonymous_digits"]
+    return frozenset(cells), digits
 
 
 def _adapter_manifests(adapter_root: str | Path, kinds: tuple[str, ...]):
@@ -424,7 +425,7 @@ def adapter_fingerprints(tier: Tier) -> dict[str, str]:
 __all__ = [
     "KINDS", "LLAMA_HUB_ID", "TIERS", "LoadedTier", "Tier",
     "adapter_dir", "adapter_folders", "attach_adapter", "get_tier", "load",
-    "adapter_schemes", "anonymous_cell_adapters", "anonymous_digit_adapters", "load_adapters", "load_bare_base", "load_base", "loaded_adapters", "position_scheme_of", "save_adapter",
+    "adapter_schemes", "anonymous_adapters", "load_adapters", "load_bare_base", "load_base", "loaded_adapters", "position_scheme_of", "save_adapter",
     "tier_with_checkpoints",
     "torch_dtype", "use_adapter", "weights_fingerprint", "adapter_fingerprints", "fingerprints",
 ]

@@ -117,8 +117,7 @@ class HFStepModel:
             model.set_adapter(adapter)
         if self._cell_gate is not None:
             self._cell_gate.on = adapter in self.anonymous_cells
-            self._cell_gate.digits = adapter in self.anonymous_digits
-            self._cell_gate.only_expressions = self.anonymous_digits.get(adapter) == "expressions"
+            self._cell_gate.digits = self.anonymous_digits.get(adapter)
 
     def set_anonymous_cells(self, adapters, digits=()) -> None:
         """Run exactly these adapters with anonymous tape cells from now on, and `digits` (names, or name ->
@@ -220,8 +219,8 @@ def load_step_model(tier: str = "tiny", checkpoints: str | None = None, speculat
     """A tier's base as a StepModel whose adapters are attached on first use; `checkpoints` is an
     adapter folder (official layout, with base/ inside for the tiny tier) replacing the tier's default."""
     from caef_bench.models.codec import codec_for
-    from caef_bench.models.loading import (adapter_folders, adapter_schemes, anonymous_cell_adapters,
-                                           anonymous_digit_adapters, load_base, tier_with_checkpoints)
+    from caef_bench.models.loading import (adapter_folders, adapter_schemes, anonymous_adapters, load_base,
+                                           tier_with_checkpoints)
 
     tier_info = tier_with_checkpoints(tier, checkpoints)
     found = adapter_folders(tier_info)  # before the base: a missing adapter folder fails fast
@@ -229,8 +228,6 @@ def load_step_model(tier: str = "tiny", checkpoints: str | None = None, speculat
     schemes = adapter_schemes(tier_info.adapters) if tier_info.adapters is not None else {}
     codecs = {name: codec_for(tokenizer, scheme) for name, scheme in schemes.items()
               if scheme != tier_info.position_scheme}
-    root = tier_info.adapters
-    anonymous = anonymous_cell_adapters(root) if root is not None else frozenset()
-    digits = anonymous_digit_adapters(root) if root is not None else {}
+    anonymous, digits = anonymous_adapters(tier_info.adapters) if tier_info.adapters is not None else ((), {})
     return HFStepModel(model, codec_for(tokenizer, tier_info.position_scheme), speculative, codecs=codecs,
                        adapters=found, tier=tier_info, anonymous_cells=anonymous, anonymous_digits=digits)

@@ -434,8 +434,7 @@ def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, comma
         from caef_bench.models.anonymous_cells import install
 
         gate = install(model)
-        gate.on, gate.digits = bool(flags), "anonymous_digits" in flags
-        gate.only_expressions = flags.get("anonymous_digits") == "expressions"
+        gate.on, gate.digits = bool(flags), request.anonymous_digits if flags else None
     peft_model, initialised_from = _new_adapter(model, request, recipe, kind, op)
     stages, fingerprints = _train_stages(peft_model, codec, request, recipe, kind, op, folder)
     peft_model.eval()

@@ -74,7 +74,7 @@ def test_with_digits_on_plain_digits_share_one_value_and_cells_another():
     assert torch.equal(both[others], plain_values[others])
 
 
-def test_with_only_expressions_the_gate_touches_only_sequences_that_begin_with_an_expression():
+def test_with_digits_for_expressions_the_gate_touches_only_sequences_that_begin_with_an_expression():
     model = build_tiny_base(MICRO, seed=4).eval()
     gate = install(model)
     conversion_in = CODEC.prompt_ids("4567+1289=") + CODEC.completion_ids(trace("add", 4567, 1289)[0][0])

@@ -14,14 +14,15 @@ from caef_bench.machines import ALIGNED_OPS, EXECUTOR_OPS
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _training_round():
-    spec = importlib.util.spec_from_file_location("training_round", ROOT / "benchmarks/accelerator/training_round.py")
+def _accelerator_script(name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / f"benchmarks/accelerator/{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-TRAINING_ROUND = _training_round()
+TRAINING_ROUND = _accelerator_script("training_round")
+FULL_EVALUATION = _accelerator_script("full_evaluation")
 
 
 def _stream_arguments(settings):
@@ -107,3 +108,14 @@ def test_the_tracked_tree_leaves_room_for_the_packages_a_device_call_carries():
     listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
     sizes = [(ROOT / name).stat().st_size for name in listed.decode().split("\0") if name and (ROOT / name).is_file()]
     assert sum(sizes) < (64 - 6) * 2**20
+
+
+def test_full_evaluation_solves_only_the_repeated_cells_asked_for():
+    # a CPU pilot of the mul and div aligners evaluates the cells they change, not all 102
+    cells = FULL_EVALUATION.stage_cells("b", "rep_*", "rep_mul_10_*,rep_div_10_*")
+    assert cells and all(c.startswith(("rep_mul_10_", "rep_div_10_")) for c in cells)
+    assert len(cells) == 12  # six kinds each: p1, p2, p3, mixed, round, control
+    assert FULL_EVALUATION.stage_cells("b", "rep_*_10_*", "rep_mul_*") == [c for c in cells if "mul" in c]
+    everything = FULL_EVALUATION.stage_cells("b", "rep_*", "*")
+    assert len(everything) == 102
+    assert FULL_EVALUATION.stage_cells("a", "*", "*_100") == [c for c in FULL_EVALUATION.part_cells("a") if c.endswith("_100")]

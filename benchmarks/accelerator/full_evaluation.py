@@ -3,7 +3,7 @@ paper's N=1000 on all 22 cells (part a) and the repeated-digit cells at N=200 (p
 shipped weights; each part's tables written as soon as it ends.
 
     python benchmarks/accelerator/full_evaluation.py --out DIR [--device cuda] [--parts a,b]
-        [--table1-limit 1000] [--repeated-limit 200] [--table1-cells '*'] [--processes 12] [--minutes 8] [--smoke]
+        [--table1-limit 1000] [--repeated-limit 200] [--table1-cells '*'] [--repeated-cells '*'] [--processes 12] [--minutes 8] [--smoke]
 
 The runtime solves a cell's problems in batched rounds, but between two model calls it parses, renders
 and drafts every step in Python: on a GPU that, not the model, bounds a single process. So the problems
@@ -41,6 +41,13 @@ def part_cells(part: str) -> list[str]:
     from caef_bench.data.testsets import repeated_cells, table1_cells
 
     return table1_cells() if part == "a" else repeated_cells()
+
+
+def stage_cells(part: str, pattern: str, wanted: str) -> list[str]:
+    """A stage's cells: the part's cells that match the stage's pattern and one of the wanted globs."""
+    globs = wanted.split(",")
+    return [cell for cell in part_cells(part)
+            if fnmatch.fnmatch(cell, pattern) and any(fnmatch.fnmatch(cell, glob) for glob in globs)]
 
 
 def problem_cost(problem: dict) -> int:
@@ -153,6 +160,9 @@ def main(argv=None) -> int:
     parser.add_argument("--repeated-limit", type=int, default=200, help="part b's largest N")
     parser.add_argument("--table1-cells", default="*",
                         help="part a's cells (globs, comma-separated): e.g. '*_50,*_100' leaves the cheap cells to a CPU")
+    parser.add_argument("--repeated-cells", default="*",
+                        help="part b's cells (globs, comma-separated): e.g. 'rep_mul_10_*,rep_div_10_*', the cells "
+                             "a CPU pilot of two adapters changes")
     parser.add_argument("--processes", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     parser.add_argument("--minutes", type=float, default=8.0, help="no chunk starts after this")
     parser.add_argument("--bring-back", help="a folder (the device's $OUT) for records.tgz: every record of "
@@ -191,9 +201,7 @@ def main(argv=None) -> int:
             limit = 3 if args.smoke else min(limit, caps[part])
             if part not in args.parts.split(",") or time.time() > deadline:
                 continue
-            wanted = args.table1_cells.split(",") if part == "a" else ["*"]
-            cells = [cell for cell in part_cells(part) if fnmatch.fnmatch(cell, pattern)
-                     and any(fnmatch.fnmatch(cell, glob) for glob in wanted)]
+            cells = stage_cells(part, pattern, args.table1_cells if part == "a" else args.repeated_cells)
             merge_shards(shards, records, cells)
             pending = {cell: _pending(records, cell, limit) for cell in cells}
             pending = {cell: indices for cell, indices in pending.items() if indices}

@@ -245,6 +245,32 @@ def test_each_adapter_runs_with_the_position_scheme_it_was_trained_with(trained,
     assert weights_fingerprint(get_tier("tiny", base=copy / "base", adapters=copy)) == moved.fingerprint
 
 
+def test_a_tier_of_linked_adapter_folders_hashes_as_the_same_files_copied(trained, tmp_path):
+    # a pilot's candidate is often the shipped tier with links to other folders' adapters: two such
+    # tiers that differ in one linked adapter must not share a fingerprint (and so a records folder)
+    import shutil
+
+    from caef_bench.models.loading import get_tier, weights_fingerprint
+
+    other = tmp_path / "other_add"
+    shutil.copytree(trained / "executors/add", other)
+    weights = other / "adapter_model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-1] + b"\0")
+
+    def linked(name, add_folder):
+        tier = tmp_path / name
+        for kind in ("executors", "aligners"):
+            (tier / kind).mkdir(parents=True)
+            for folder in sorted((trained / kind).iterdir()):
+                (tier / kind / folder.name).symlink_to(add_folder if folder.name == "add" and kind == "executors"
+                                                       else folder.resolve(), target_is_directory=True)
+        return weights_fingerprint(get_tier("tiny", base=trained / "base", adapters=tier))
+
+    original = weights_fingerprint(get_tier("tiny", base=trained / "base", adapters=trained))
+    assert linked("same", (trained / "executors/add").resolve()) == original
+    assert linked("changed", other.resolve()) != original
+
+
 def test_adapter_fingerprints_change_only_for_the_adapter_that_changed(trained, tmp_path):
     import shutil
 

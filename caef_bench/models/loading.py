@@ -397,7 +397,11 @@ def fingerprints(tier: Tier, kinds: tuple[str, ...] = KINDS) -> tuple[str, dict[
         prefix = f"{base.hexdigest()}|{name}|{schemes.get(name, tier.position_scheme)}"
         per_file[(folder / "adapter_model.safetensors").resolve()] = (name, hashlib.sha256(prefix.encode()))
     unread = set(per_file)
-    for path in sorted(root.rglob("adapter_model.safetensors")):
+    # os.walk with followlinks, not Path.rglob: a tier assembled from links to other tiers' adapter
+    # folders (a pilot's candidate) must not hash as its base alone and share another tier's records
+    weight_files = [Path(folder) / "adapter_model.safetensors"
+                    for folder, _, files in os.walk(root, followlinks=True) if "adapter_model.safetensors" in files]
+    for path in sorted(weight_files):
         if ".runs" not in path.parts:
             data = path.read_bytes()
             weights.update(str(path.relative_to(root)).encode() + data)

@@ -60,7 +60,7 @@ def test_the_rebuild_plan_gives_add_the_top_steps_draws_last_after_broader_ones(
     assert first.anonymous_cells and last.anonymous_cells  # a phase without the gate would unlearn it
 
 
-def test_rebuild2_trains_every_adapter_but_add_once_each_with_its_gate_but_sub_mul_div():
+def test_rebuild2_trains_every_executor_but_add_and_the_aligners_the_cpu_left_each_once_with_its_gate():
     gated = {}
     for _, phases, _ in TRAINING_ROUND.PLANS["rebuild2"]:
         for settings, _ in phases:
@@ -68,12 +68,26 @@ def test_rebuild2_trains_every_adapter_but_add_once_each_with_its_gate_but_sub_m
             for op in filter(None, args.executors.split(",")):
                 gated.setdefault(f"executor_{op}", []).append(args.anonymous_cells and not args.anonymous_digits)
             for op in filter(None, args.aligners.split(",")):
-                gated.setdefault(f"aligner_{op}", []).append(args.anonymous_digits == "expressions")
-    expected = [f"executor_{op}" for op in EXECUTOR_OPS if op != "add"]
-    assert sorted(gated) == sorted(expected + [f"aligner_{op}" for op in ALIGNED_OPS])
+                gated.setdefault(f"aligner_{op}", []).append(args.anonymous_digits == "all")
+    executors = [f"executor_{op}" for op in EXECUTOR_OPS if op != "add"]
+    # eq's, mul's and div's aligners come from the CPU (cpu_adapters.tgz) gated both ways, and stay
+    aligners = [f"aligner_{op}" for op in ALIGNED_OPS if op not in ("eq", "mul", "div")]
+    assert sorted(gated) == sorted(executors + aligners)
     assert gated.pop("executor_sub") == [False]  # its gated pilot lost random steps (training_round.py)
-    assert gated.pop("executor_mul") == gated.pop("executor_div") == [False]  # no gate tried on them yet
-    assert all(flags == [True] for flags in gated.values())  # executors: cells; aligners: cells and digits, (I) only
+    assert gated.pop("executor_mul") == gated.pop("executor_div") == [False]  # gated, no better on the CPU
+    assert all(flags == [True] for flags in gated.values())  # executors: cells; aligners: both ways
+
+
+def test_the_cpu_aligners_are_gated_as_rebuild2_expects(tmp_path):
+    # the aligners rebuild 2 does not train are in the CPU's archive, finished and gated both ways
+    archive = ROOT / "docs/structured-pilot/aligner_gate_cpu/cpu_adapters.tgz"
+    with tarfile.open(archive) as tar:
+        tar.extractall(tmp_path, filter="data")
+    manifests = {path.parent.name: json.loads(path.read_text()) for path in tmp_path.glob("aligners/*/manifest.json")}
+    assert sorted(manifests) == sorted(ALIGNED_OPS)
+    assert all(m["stages"]["stage2"]["complete"] for m in manifests.values())
+    assert {op for op, m in manifests.items() if m.get("anonymous_digits") is True} == {"eq", "mul", "div"}
+    assert {op for op, m in manifests.items() if m.get("anonymous_digits") == "expressions"} == {"add", "sub", "gt", "lt"}
 
 
 def _adapter(folder: Path, complete: bool, marker: str) -> None:

@@ -60,7 +60,7 @@ def test_the_rebuild_plan_gives_add_the_top_steps_draws_last_after_broader_ones(
     assert first.anonymous_cells and last.anonymous_cells  # a phase without the gate would unlearn it
 
 
-def test_rebuild2_trains_every_executor_but_add_and_the_aligners_the_cpu_left_each_once_with_its_gate():
+def test_rebuild2_trains_each_adapter_the_cpu_left_once_with_its_gate():
     gated = {}
     for _, phases, _ in TRAINING_ROUND.PLANS["rebuild2"]:
         for settings, _ in phases:
@@ -69,17 +69,17 @@ def test_rebuild2_trains_every_executor_but_add_and_the_aligners_the_cpu_left_ea
                 gated.setdefault(f"executor_{op}", []).append(args.anonymous_cells and not args.anonymous_digits)
             for op in filter(None, args.aligners.split(",")):
                 gated.setdefault(f"aligner_{op}", []).append(args.anonymous_digits == "all")
-    executors = [f"executor_{op}" for op in EXECUTOR_OPS if op != "add"]
+    # executor_mul and executor_div come from the CPU gated too (cpu_adapters.tgz), and stay
+    executors = [f"executor_{op}" for op in EXECUTOR_OPS if op not in ("add", "mul", "div")]
     # eq's, mul's and div's aligners come from the CPU (cpu_adapters.tgz) gated both ways, and stay
     aligners = [f"aligner_{op}" for op in ALIGNED_OPS if op not in ("eq", "mul", "div")]
     assert sorted(gated) == sorted(executors + aligners)
     assert gated.pop("executor_sub") == [False]  # its gated pilot lost random steps (training_round.py)
-    assert gated.pop("executor_mul") == gated.pop("executor_div") == [False]  # gated, no better on the CPU
     assert all(flags == [True] for flags in gated.values())  # executors: cells; aligners: both ways
 
 
-def test_the_cpu_aligners_are_gated_as_rebuild2_expects(tmp_path):
-    # the aligners rebuild 2 does not train are in the CPU's archive, finished and gated both ways
+def test_the_cpu_adapters_are_gated_as_rebuild2_expects(tmp_path):
+    # the adapters rebuild 2 does not train are in the CPU's archive, finished and gated
     archive = ROOT / "docs/structured-pilot/aligner_gate_cpu/cpu_adapters.tgz"
     with tarfile.open(archive) as tar:
         tar.extractall(tmp_path, filter="data")
@@ -88,6 +88,9 @@ def test_the_cpu_aligners_are_gated_as_rebuild2_expects(tmp_path):
     assert all(m["stages"]["stage2"]["complete"] for m in manifests.values())
     assert {op for op, m in manifests.items() if m.get("anonymous_digits") is True} == {"eq", "mul", "div"}
     assert {op for op, m in manifests.items() if m.get("anonymous_digits") == "expressions"} == {"add", "sub", "gt", "lt"}
+    executors = {path.parent.name: json.loads(path.read_text()) for path in tmp_path.glob("executors/*/manifest.json")}
+    assert sorted(executors) == ["div", "mul"]
+    assert all(m["anonymous_cells"] and m["stages"]["stage2"]["complete"] for m in executors.values())
 
 
 def _adapter(folder: Path, complete: bool, marker: str) -> None:

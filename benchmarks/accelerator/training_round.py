@@ -129,12 +129,14 @@ REBUILD_STREAMS = [
 # the folder given as --adapter-init): the rebuild's gated executor_add got every step of 50 held-out
 # 100-digit runs of one digit and 9,000 random top steps right and stays as it is; every other adapter
 # broke repeated-digit problems in its evaluation (docs/structured-operands.md, "The rebuild on the
-# device") and trains on, the executors with anonymous tape cells (but sub, mul and div, below).
+# device") and trains on, the executors with anonymous tape cells (but sub, below).
 # The aligners: on the CPU, gated in (I) (anonymous cells and plain digits in the sequences that begin
 # with an expression), every (I) conversion of all seven came right in 240 steps of 32; (O) on runs of
 # one digit needed more steps and, at 100 digits, the gate in (O) too (eq: 400 more steps gated both
 # ways, rep_eq_100_p1's (O) 60 of 60; the same draws gated in (I) only, 52). eq, mul and div arrive
 # that way and are not trained again; add, sub, gt and lt (gated in (I) there) go on gated both ways.
+# executor_mul and executor_div arrive from the CPU with anonymous tape cells (500 steps of 32 each: every
+# rep_mul_10 problem right end to end, rep_div_10_p1 49 of 50) and are not trained again either.
 _CELLS, _BOTH_WAYS = ["--anonymous-cells"], ["--anonymous-digits", "all"]
 REBUILD_2_STREAMS = [
     ("executor_gt", [(_shares("gt", "", "1.5e-4", **_LONG) + _CELLS, 700)], 1),
@@ -146,9 +148,6 @@ REBUILD_2_STREAMS = [
     # come back whole at that size; it trains on with its rebuild draws
     ("executor_sub", [(_shares("sub", "", "1.5e-4", **{**_LONG, "structured_long_share": 0.5}), 550)], 1),
     ("executor_left_mask", [(_shares("left_mask", "", "1.5e-4", **_LONG, **_SUB_CALLS) + _CELLS, 650)], 1),
-    # mul and div as the rebuild trained them: gated untrained they lose a third of their steps, and the
-    # CPU's gated executor_mul (500 steps of 32) was no better one step at a time (1,399 of 1,400)
-    ("mul_div", [(_shares("mul,div", "", "2e-4", structured_share=0.7, return_share=0.3), 450)], 1),
     # (O) relearns its reading of the cells once gated: eq's in 100 steps of 32 on the CPU; 700 of 128 here
     ("aligners_a", [(_shares("", "add,sub", "2e-4", structured_share=0.5, structured_long_share=0.5) + _BOTH_WAYS, 700)], 1),
     ("aligners_b", [(_shares("", "gt,lt", "2e-4", structured_share=0.5, structured_long_share=0.5) + _BOTH_WAYS, 700)], 1),

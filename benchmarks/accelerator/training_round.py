@@ -178,7 +178,8 @@ def main(argv=None) -> int:
     parser.add_argument("--minutes", type=float, default=5.0, help="stop every stream after this many minutes")
     parser.add_argument("--plan", choices=PLANS, default="round2",
                         help="which streams (round2b: from round 2's tier; rebuild: every adapter from the shipped tier; "
-                             "rebuild2: every adapter but executor_add from the rebuild's, most of them gated)")
+                             "rebuild2: from the rebuild's tier with the CPU's adapters in place, the executors gt, lt, eq, "
+                             "reflection, left_mask, sub and the aligners add, sub, gt, lt, most of them gated)")
     parser.add_argument("--direct", action="store_true", help="also the LoRA-direct curve (round 1 made it)")
     parser.add_argument("--adapter-init", default="checkpoints/tiny",
                         help="the tier whose adapters this round trains further (and the candidate's other adapters)")

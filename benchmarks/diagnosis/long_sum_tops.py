@@ -1,8 +1,9 @@
-"""executor_add on the last steps of long sums, teacher-forced: where a 100-digit addition breaks.
+"""An executor on the last steps (or every step) of its runs in long problems: where a 100-digit run breaks.
 
     python benchmarks/diagnosis/long_sum_tops.py --checkpoints A,B [--problems 200] [--last 15] [--seed 1]
     python benchmarks/diagnosis/long_sum_tops.py --checkpoints A --from-test-sets
     python benchmarks/diagnosis/long_sum_tops.py --checkpoints A --cells rep_add_100_p1,rep_sub_100_p1 --last 0
+    python benchmarks/diagnosis/long_sum_tops.py --checkpoints A --executor gt --cells rep_gt_100_p1,gt_100 --last 0
 
 For --problems additions and subtractions of two random 100-digit operands, the last --last
 transitions of every ADD run (the addition's own; the subtraction's calls of ADD), each asked of the
@@ -11,11 +12,16 @@ The one-step gate draws one step of a 101-step run, so a step near the top that 
 hundred runs passes it (round 2f: 99.9% one step at add_100, 96.5% of runs right); here every such
 step of every problem is asked.
 
+--executor (default add) picks whose runs: every run of that machine anywhere in a problem's calls
+(gt: a comparison's own run and DIV's calls of GREATER_THAN; left_mask: SUB's calls), each step asked
+of that executor's adapter. The one-step gate passes adapters that break end to end on runs of one
+digit; this asks every step of held-out runs.
+
 The problems are the cells' own generator drawn with --seed instead of the test sets' seed
 (`data.testsets.generate_cell`), less any problem of the test set: a candidate chosen by this gate is
-not chosen on the problems the tables score it on. --cells (default add_100,sub_100) takes any add
-or sub cell, the repeated-digit ones included (`rep_add_100_p1`: runs of one digit); --last 0 asks
-every step of every ADD run, where a structured run breaks mid-field. --from-test-sets asks the first
+not chosen on the problems the tables score it on. --cells (default add_100,sub_100) takes any cell
+whose problems run the executor, the repeated-digit ones included (`rep_add_100_p1`: runs of one
+digit); --last 0 asks every step of every run, where a structured run breaks mid-field. --from-test-sets asks the first
 --problems of the cells' test sets instead, to explain an evaluation's failures (round 2f's: exactly
 its end-to-end failures).
 """
@@ -27,9 +33,10 @@ import json
 
 from caef_bench.data.testsets import CELLS, generate_cell, load_cell
 from caef_bench.evaluate.onestep import generate_in_batches
-from caef_bench.machines import run, split_step_end
+from caef_bench.machines import BY_MACHINE, Run, run, split_step_end
 from caef_bench.runtime.hf import load_step_model
 
+BY_MACHINE_OPS = sorted(op.name for op in BY_MACHINE.values())
 PIECE = 1024  # steps asked between two progress lines
 
 
@@ -43,24 +50,31 @@ def held_out_problems(cell: str, problems: int, seed: int) -> list[dict]:
     return [{**p, "id": f"{cell}-drawn{seed}-{i + 1:04d}"} for i, p in enumerate(drawn)]
 
 
-def top_steps(cells: list[str], problems: int, last: int, seed: int | None = 1) -> list[tuple[str, str, str, str]]:
+def runs_of(machine_run: Run, op: str) -> list[Run]:
+    """Every run of `op`'s machine in `machine_run`'s calls, itself included, in the order they run."""
+    own = [machine_run] if BY_MACHINE[machine_run.machine].name == op else []
+    calls = machine_run.calls() if hasattr(machine_run, "calls") else []
+    return own + [inner for _, callee in calls for inner in runs_of(callee, op)]
+
+
+def top_steps(cells: list[str], problems: int, last: int, seed: int | None = 1,
+              executor: str = "add") -> list[tuple[str, str, str, str]]:
     """(cell, "<problem id> call <n> step <i>", input, output) of the last `last` transitions (every one where it is 0) of
-    each ADD run; the problems drawn with `seed`, or the test sets' own where it is None."""
+    each run of `executor`'s machine; the problems drawn with `seed`, or the test sets' own where it is None."""
     cases = []
     for cell in cells:
         if cell not in CELLS:
             raise SystemExit(f"unknown cell {cell!r}; known cells: {', '.join(CELLS)}")
         op = CELLS[cell].op
-        if op not in ("add", "sub"):
-            raise SystemExit(f"{cell} is a {op} cell: ADD runs are asked of add and sub cells only")
         chosen = load_cell(cell)[:problems] if seed is None else held_out_problems(cell, problems, seed)
         for problem in chosen:
-            machine_run = run(op, int(problem["a"]), int(problem["b"]))
-            adds = [machine_run] if op == "add" else [callee for _, callee in machine_run.calls() if callee.machine == "ADD"]
-            for call, add in enumerate(adds):
-                first = 0 if last == 0 else max(0, len(add) - last)
-                cases += [(cell, f"{problem['id']} call {call} step {i}", *add.transition(i))
-                          for i in range(first, len(add))]
+            machine_runs = runs_of(run(op, int(problem["a"]), int(problem["b"])), executor)
+            if not machine_runs:
+                raise SystemExit(f"{cell} is a {op} cell: its problems run no {executor} machine")
+            for call, machine_run in enumerate(machine_runs):
+                first = 0 if last == 0 else max(0, len(machine_run) - last)
+                cases += [(cell, f"{problem['id']} call {call} step {i}", *machine_run.transition(i))
+                          for i in range(first, len(machine_run))]
     return cases
 
 
@@ -68,8 +82,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoints", required=True, help="comma-separated adapter folders (tiny tier)")
     parser.add_argument("--problems", type=int, default=200)
-    parser.add_argument("--cells", default="add_100,sub_100", help="comma-separated add and sub cells")
-    parser.add_argument("--last", type=int, default=15, help="the last this many steps of each ADD run; 0: every step")
+    parser.add_argument("--executor", default="add", choices=list(BY_MACHINE_OPS),
+                        help="whose runs are asked (default add: ADD runs, SUB's calls of ADD among them)")
+    parser.add_argument("--cells", default="add_100,sub_100", help="comma-separated cells whose problems run it")
+    parser.add_argument("--last", type=int, default=15, help="the last this many steps of each run; 0: every step")
     parser.add_argument("--seed", type=int, default=1, help="the draw of the held-out problems (default 1)")
     parser.add_argument("--from-test-sets", action="store_true",
                         help="the first --problems of the cells' test sets, not held-out ones")
@@ -77,11 +93,11 @@ def main() -> None:
     parser.add_argument("--json", help="also write every wrong step here (where, input, expected, output)")
     args = parser.parse_args()
     cells = args.cells.split(",")
-    cases = top_steps(cells, args.problems, args.last, None if args.from_test_sets else args.seed)
+    cases = top_steps(cells, args.problems, args.last, None if args.from_test_sets else args.seed, args.executor)
     problems = (f"the first {args.problems} problems of {', '.join(cells)}" if args.from_test_sets else
                 f"{args.problems} held-out problems (seed {args.seed}) of each of {', '.join(cells)}")
     steps = "every step" if args.last == 0 else f"the last {args.last}"
-    print(f"{len(cases)} steps: {steps} of every ADD run of {problems}", flush=True)
+    print(f"{len(cases)} steps: {steps} of every {args.executor} run of {problems}", flush=True)
     for checkpoints in args.checkpoints.split(","):
         model = load_step_model("tiny", checkpoints, device=args.device)
         misses = []
@@ -89,7 +105,7 @@ def main() -> None:
         # keeps what it asked, and says how far it got.
         for start in range(0, len(cases), PIECE):
             piece = cases[start:start + PIECE]
-            outputs = generate_in_batches(model, "executor_add", [prompt for _, _, prompt, _ in piece])
+            outputs = generate_in_batches(model, f"executor_{args.executor}", [prompt for _, _, prompt, _ in piece])
             found = [{"checkpoints": checkpoints, "cell": cell, "where": where, "input": prompt, "expected": expected,
                       "output": output}
                      for (cell, where, prompt, expected), output in zip(piece, outputs)

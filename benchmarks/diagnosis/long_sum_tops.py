@@ -14,15 +14,14 @@ step of every problem is asked.
 
 --executor (default add) picks whose runs: every run of that machine anywhere in a problem's calls
 (gt: a comparison's own run and DIV's calls of GREATER_THAN; left_mask: SUB's calls), each step asked
-of that executor's adapter. The one-step gate passes adapters that break end to end on runs of one
-digit; this asks every step of held-out runs.
+of that executor's adapter.
 
 The problems are the cells' own generator drawn with --seed instead of the test sets' seed
 (`data.testsets.generate_cell`), less any problem of the test set: a candidate chosen by this gate is
 not chosen on the problems the tables score it on. --cells (default add_100,sub_100) takes any cell
 whose problems run the executor, the repeated-digit ones included (`rep_add_100_p1`: runs of one
-digit); --last 0 asks every step of every run, where a structured run breaks mid-field. --from-test-sets asks the first
---problems of the cells' test sets instead, to explain an evaluation's failures (round 2f's: exactly
+digit); --last 0 asks every step of every run, where a structured run breaks mid-field.
+--from-test-sets asks the first --problems of the cells' test sets instead, to explain an evaluation's failures (round 2f's: exactly
 its end-to-end failures).
 """
 
@@ -33,10 +32,9 @@ import json
 
 from caef_bench.data.testsets import CELLS, generate_cell, load_cell
 from caef_bench.evaluate.onestep import generate_in_batches
-from caef_bench.machines import BY_MACHINE, Run, run, split_step_end
+from caef_bench.machines import BY_MACHINE, EXECUTOR_OPS, ComposerRun, Run, run, split_step_end
 from caef_bench.runtime.hf import load_step_model
 
-BY_MACHINE_OPS = sorted(op.name for op in BY_MACHINE.values())
 PIECE = 1024  # steps asked between two progress lines
 
 
@@ -53,7 +51,7 @@ def held_out_problems(cell: str, problems: int, seed: int) -> list[dict]:
 def runs_of(machine_run: Run, op: str) -> list[Run]:
     """Every run of `op`'s machine in `machine_run`'s calls, itself included, in the order they run."""
     own = [machine_run] if BY_MACHINE[machine_run.machine].name == op else []
-    calls = machine_run.calls() if hasattr(machine_run, "calls") else []
+    calls = machine_run.calls() if isinstance(machine_run, ComposerRun) else []
     return own + [inner for _, callee in calls for inner in runs_of(callee, op)]
 
 
@@ -82,7 +80,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoints", required=True, help="comma-separated adapter folders (tiny tier)")
     parser.add_argument("--problems", type=int, default=200)
-    parser.add_argument("--executor", default="add", choices=list(BY_MACHINE_OPS),
+    parser.add_argument("--executor", default="add", choices=EXECUTOR_OPS,
                         help="whose runs are asked (default add: ADD runs, SUB's calls of ADD among them)")
     parser.add_argument("--cells", default="add_100,sub_100", help="comma-separated cells whose problems run it")
     parser.add_argument("--last", type=int, default=15, help="the last this many steps of each run; 0: every step")

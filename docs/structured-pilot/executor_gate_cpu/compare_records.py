@@ -7,9 +7,15 @@ import json
 import sys
 from pathlib import Path
 
+sys.path.insert(0, "benchmarks/diagnosis")
+from records_summary import first_wrong_adapter  # noqa: E402
 
-def right(record):
-    return record["outcome"] == "answered" and str(record["answer"]) == str(record["target"])
+from caef_bench.evaluate.scoring import is_correct  # noqa: E402
+from caef_bench.runtime import ProblemRecord  # noqa: E402
+
+
+def right(record: dict) -> bool:
+    return is_correct(ProblemRecord.from_dict(record))
 
 
 def records(path):
@@ -24,7 +30,7 @@ for new_file in sorted(new_folder.glob("caef_*.jsonl")):
         continue  # a cell the evaluation did not reach
     wrong_new = [i for i in new if not right(new[i])]
     wrong_old = [i for i in new if not right(old[i])]
-    first = collections.Counter(new[i]["first_divergence"]["adapter"] for i in wrong_new if new[i]["first_divergence"])
+    first = collections.Counter(first_wrong_adapter(new[i]) for i in wrong_new)
     print(f"{new_file.stem[5:]}: {len(new)} problems; reference wrong {len(wrong_old)}, this one {len(wrong_new)} {dict(first)}")
     total.update(n=len(new), reference=len(wrong_old), this=len(wrong_new))
 print(dict(total))

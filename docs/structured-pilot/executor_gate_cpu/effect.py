@@ -16,7 +16,7 @@ for f in sys.argv[4:]:
         elif wrote and wrote.group(1) == current and "[OUTPUT]" not in m["expected"].split("\n")[-1]:
             kind = "no-op"
         else:
-            later = [cases.get((cell, f"{prob} step {j}")) for j in range(int(step) + 1, 400)]
-            later = [c for c in later if c]
+            later = [cases[cell, f"{prob} step {j}"] for j in range(int(step) + 1, len(cases))
+                     if (cell, f"{prob} step {j}") in cases]
             kind = "overwritten later" if any("[OUTPUT]" in o.split("\n")[-1] for _, o in later) else "decides the answer"
         print(m["checkpoints"], where, kind)

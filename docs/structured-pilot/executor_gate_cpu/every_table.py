@@ -6,7 +6,6 @@ executor, problems, cells = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(","
 files = sys.argv[4:]
 steps = collections.Counter(c for c, *_ in top_steps(cells, problems, 0, 1, executor))
 rows = collections.defaultdict(lambda: collections.defaultdict(list))
-labels = []
 for f in files:
     for line in open(f):
         m = json.loads(line)

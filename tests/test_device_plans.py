@@ -78,20 +78,21 @@ def test_rebuild2_trains_each_adapter_the_cpu_left_once_with_its_gate():
     assert all(flags == [True] for flags in gated.values())  # executors: cells; aligners: both ways
 
 
-def test_the_cpu_adapters_are_gated_as_rebuild2_expects(tmp_path):
-    # the adapters rebuild 2 does not train are in the CPU's archive, finished and gated
-    archive = ROOT / "docs/structured-pilot/aligner_gate_cpu/cpu_adapters.tgz"
+def test_rebuild2s_candidate_archive_holds_the_whole_tier_gated(tmp_path):
+    # The tier rebuild 2 evaluated (weights bad7fd772189), every adapter in one archive: the later rounds
+    # start from it (`training_round.py --assemble-from` it, no --adapter-init needed)
+    archive = ROOT / "docs/structured-pilot/rebuild2_device/candidate_adapters.tgz"
     with tarfile.open(archive) as tar:
         tar.extractall(tmp_path, filter="data")
-    manifests = {path.parent.name: json.loads(path.read_text()) for path in tmp_path.glob("aligners/*/manifest.json")}
-    assert sorted(manifests) == sorted(ALIGNED_OPS)
+    manifests = {f"{path.parent.parent.name}/{path.parent.name}": json.loads(path.read_text())
+                 for path in tmp_path.glob("*/*/manifest.json")}
+    assert sorted(manifests) == sorted([f"executors/{op}" for op in EXECUTOR_OPS] +
+                                       [f"aligners/{op}" for op in ALIGNED_OPS])
     assert all(m["stages"]["stage2"]["complete"] for m in manifests.values())
-    assert {op for op, m in manifests.items() if m.get("anonymous_digits") is True} == {"eq", "mul", "div"}
-    assert {op for op, m in manifests.items() if m.get("anonymous_digits") == "expressions"} == {"add", "sub", "gt", "lt"}
-    executors = {path.parent.name: json.loads(path.read_text()) for path in tmp_path.glob("executors/*/manifest.json")}
-    # mul and div stay as they are; gt, lt, eq and reflection arrive gated and rebuild 2 trains them on
-    assert sorted(executors) == ["div", "eq", "gt", "lt", "mul", "reflection"]
-    assert all(m["anonymous_cells"] and m["stages"]["stage2"]["complete"] for m in executors.values())
+    # executors with anonymous tape cells but sub (its gated pilot lost random steps); aligners gated both ways
+    assert {name for name, m in manifests.items() if name.startswith("executors/") and not m.get("anonymous_cells")} \
+        == {"executors/sub"}
+    assert all(m.get("anonymous_digits") is True for name, m in manifests.items() if name.startswith("aligners/"))
 
 
 def _adapter(folder: Path, complete: bool, marker: str) -> None:

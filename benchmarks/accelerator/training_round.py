@@ -126,7 +126,8 @@ REBUILD_STREAMS = [
 ]
 # Rebuild 2, from the rebuild's tier with the CPU's aligners in place (docs/structured-pilot/rebuild_device
 # and aligner_gate_cpu/cpu_adapters.tgz, each put in with --assemble-from, the second over the first, into
-# the folder given as --adapter-init): the rebuild's gated executor_add got every step of 50 held-out
+# the folder given as --adapter-init; both archives are in git history now, structured-pilot/ARCHIVES.md,
+# and the tier rebuild 2 made is rebuild2_device/candidate_adapters.tgz): the rebuild's gated executor_add got every step of 50 held-out
 # 100-digit runs of one digit and 9,000 random top steps right and stays as it is; every other adapter
 # broke repeated-digit problems in its evaluation (docs/structured-operands.md, "The rebuild on the
 # device") and trains on, the executors with anonymous tape cells (but sub, below).

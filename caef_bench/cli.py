@@ -469,6 +469,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--top-steps-structured-share", type=float,
                        help="override the share of the top-steps draws whose two operands are structured (runs of "
                             "one digit, round numbers, ...), half of them at any step of the run")
+    train.add_argument("--deciding-steps-share", type=float,
+                       help="override the share of gt and lt samples that are one of the last 3 steps on two random "
+                            "operands of one length above 90 digits: the top digit pair's, which decides, and the halt")
     train.add_argument("--anonymous-cells", action="store_true",
                        help="layer 0's attention reads every tape cell alike (models.anonymous_cells): what a run of "
                             "one digit no longer outvotes; recorded in each adapter's manifest, and the runtime "

@@ -39,5 +39,14 @@ def test_every_step_of_every_run_is_asked_with_last_zero_and_only_the_tops_other
 
 
 def test_a_cell_whose_problems_never_run_the_executor_is_refused():
-    with pytest.raises(SystemExit, match="run no left_mask"):
+    with pytest.raises(SystemExit, match="runs a left_mask"):
         GATE.top_steps(["gt_10"], 1, 0, seed=1, executor="left_mask")
+
+
+def test_a_composer_cell_asks_the_calls_of_the_problems_that_make_them():
+    # MUL calls no ADD where b is 1: the problems that call it have their ADD runs asked, the rest are skipped
+    problems = GATE.held_out_problems("mul_1_10", 20, 1)
+    calling = [p for p in problems if GATE.runs_of(run("mul", int(p["a"]), int(p["b"])), "add")]
+    assert 0 < len(calling) < len(problems)
+    cases = GATE.top_steps(["mul_1_10"], 20, 0, seed=1, executor="add")
+    assert {where.split(" ")[0] for _, where, _, _ in cases} == {p["id"] for p in calling}

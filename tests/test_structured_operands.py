@@ -329,6 +329,34 @@ def test_a_top_steps_structured_share_puts_structured_long_sums_among_the_top_st
     assert not any(s["meta"].get("structured") for s in plain.batch(1, 32))
 
 
+def test_a_deciding_steps_share_draws_the_top_pair_of_long_random_comparisons():
+    from caef_bench.train.sources import MachineSource
+
+    source = MachineSource([("executor", "lt"), ("executor", "gt")], 100, seed=7, deciding_steps_share=1.0)
+    assert ":deciding_steps=1.0" in source.fingerprint
+    for other in ("add", "eq"):
+        assert "deciding_steps" not in MachineSource([("executor", other)], 100, seed=7, deciding_steps_share=1.0).fingerprint
+    samples = [s for step in range(3) for s in source.batch(step, 32)]
+    from_the_end = []
+    for s in samples:
+        meta = s["meta"]
+        assert meta["deciding_steps"] and 90 < len(meta["a"]) == len(meta["b"]) <= 100
+        machine_run = run(meta["op"], int(meta["a"]), int(meta["b"]))
+        assert machine_run.transition(meta["step"]) == (s["prompt"], s["completion"])
+        from_the_end.append(len(machine_run) - 1 - meta["step"])
+    # the last three steps: the one moving the heads onto the top digit pair and deciding the answer there,
+    # the one writing it, the halt
+    assert set(from_the_end) == {0, 1, 2}
+    top_pairs = [s for s, back in zip(samples, from_the_end) if back == 2]
+    assert top_pairs and all(f"[HEAD1]|{s['meta']['a'][0]}" in s["completion"]
+                             and f"[HEAD2]|{s['meta']['b'][0]}" in s["completion"] for s in top_pairs)
+    # half the pairs exactly 100 digits, Table 1's 100-digit cells
+    assert sum(len(s["meta"]["a"]) == 100 for s in samples) > len(samples) / 3
+    # the other executors' draws are as without the share
+    assert _draws_as_without("add", seed=7, deciding_steps_share=1.0)
+    assert _draws_as_without("eq", seed=7, deciding_steps_share=1.0)
+
+
 def _drawn_call(sample: dict) -> tuple[int, object]:
     """(index, run) of the ADD run a top-steps sample was drawn from: the pair's own run for the
     caller add, SUB's calls of ADD in order for sub (the one whose step is the sample's input)."""

@@ -11,7 +11,7 @@ from caef_bench.models.names import adapter_name
 SHARES = ("equal_share", "short_share", "same_share", "near_share", "composer_share", "nines_share", "return_share",
           "long_share", "structured_share", "structured_long_share", "wide_share",
           "sub_call_share", "top_run_share", "carry_run_share", "top_steps_share",
-          "top_steps_structured_share")
+          "top_steps_structured_share", "deciding_steps_share")
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,7 @@ class Preset:
     carry_run_share: float = 0.0  # add: share of a carry through a long run of 9s, the step where it ends weighted
     top_steps_share: float = 0.0  # add: share of the last steps of long random sums (add_100, SUB's first call)
     top_steps_structured_share: float = 0.0  # of the top-steps draws, the share on structured operands, any step
+    deciding_steps_share: float = 0.0  # gt, lt: share of the last steps of long random comparisons (the top pair)
     decay: str = "constant"  # learning-rate schedule after warm-up: constant or cosine
     target_modules: str | tuple[str, ...] = "all-linear"
     # The tiny base's pre-training as phases (used unless base_steps, base_lr or curriculum_steps

@@ -137,6 +137,14 @@ class MachineSource:
     that share on, SUB's draws take either of its ADD calls (the second adds 1 to the 101-digit sum):
     held out, 100-digit runs of one digit broke at that call's top steps (long_sum_tops.py --last 0).
 
+    A share `deciding_steps_share` of gt's and lt's samples are one of the last DECIDING_STEPS steps
+    of their run on two random operands of one length above WIDE_ABOVE digits (half of them 100): the
+    step that reads the top digit pair, which decides nearly every such comparison, then the halt
+    (EQUAL halts at the first digits that differ, so its random runs are short and need no such draw). Rebuild 2's
+    executor_lt, right on every held-out step of runs of one digit, answered False for 1 < 9 at the
+    top of 100-digit operands (lt_100 196/200; 16 of 20 such pairs held out): a uniform step of a
+    random 100-digit comparison is that pair's top step once in ~8,000 draws.
+
     A share `top_run_share` of the comparisons' samples are runs of one digit below a different
     top digit (`9777…7`, 11-100 digits), the other operand equal or one digit apart; half of them
     the run's last three steps. Round 2c's executor_eq wrote the run's digit for the top one when
@@ -158,6 +166,8 @@ class MachineSource:
     SUB_CALL_EQUAL = 0.1  # sub-call draws with a == b: LEFT_MASK erases a whole field of zeros
     SUB_CALL_PLAIN_ADD = 0.25  # add's sub-call draws that are ADD's own run on the pair
     TOP_STEPS = 12  # the top-steps draws: one of the run's last this many steps
+    DECIDING_STEPS = 3  # a comparison's: the top pair's step, the one writing the answer, the halt
+    DECIDED_AT_TOP = ("gt", "lt")  # the comparisons that read every digit pair up to the top one
 
     def __init__(self, adapters: list[tuple[str, str]], max_len: int, seed: int, stage: int = 2,
                  edge_weight: float = 0.25, excluded: frozenset[str] = frozenset(), curriculum_steps: int = 0,
@@ -165,7 +175,8 @@ class MachineSource:
                  composer_share: float = 0.0, nines_share: float = 0.0, return_share: float = 0.0,
                  long_share: float = 0.0, structured_share: float = 0.0, structured_long_share: float = 0.0,
                  wide_share: float = 0.0, sub_call_share: float = 0.0, top_run_share: float = 0.0,
-                 carry_run_share: float = 0.0, top_steps_share: float = 0.0, top_steps_structured_share: float = 0.0):
+                 carry_run_share: float = 0.0, top_steps_share: float = 0.0, top_steps_structured_share: float = 0.0,
+                 deciding_steps_share: float = 0.0):
         self.adapters, self.max_len, self.seed, self.stage = adapters, max_len, seed, stage
         self.edge_weight, self.excluded, self.curriculum_steps = edge_weight, excluded, curriculum_steps
         self.equal_share, self.short_share, self.long_share = equal_share, short_share, long_share
@@ -175,6 +186,7 @@ class MachineSource:
         self.sub_call_share, self.top_run_share = sub_call_share, top_run_share
         self.carry_run_share, self.top_steps_share = carry_run_share, top_steps_share
         self.top_steps_structured_share = top_steps_structured_share
+        self.deciding_steps_share = deciding_steps_share
         # (op, longest, pool) -> classes: filtering 10,000 classes per sample dominated the sampling time
         self._allowed: dict[tuple[str, int | None, str], list] = {}
         self.fingerprint = f"machines:{adapters}:{max_len}:{stage}:{edge_weight}:{curriculum_steps}"
@@ -208,6 +220,8 @@ class MachineSource:
             self.fingerprint += f":top_steps={top_steps_share}"
             if top_steps_structured_share:
                 self.fingerprint += f":top_steps_structured={top_steps_structured_share}:both_sub_calls"
+        if deciding_steps_share and any(op in self.DECIDED_AT_TOP for _, op in adapters):
+            self.fingerprint += f":deciding_steps={deciding_steps_share}"
         if any(op == "left_mask" for _, op in adapters):
             self.fingerprint += ":left_mask_tail3"  # its samples lean on the last steps (see sample)
 
@@ -400,6 +414,20 @@ class MachineSource:
         meta = {"top_steps": True, "structured": True} if structured else {"top_steps": True}
         return _call_transition("add", caller, a, b, callee, step, **meta)
 
+    def _deciding_steps_sample(self, op: str, rng: random.Random) -> dict:
+        """One of the last DECIDING_STEPS transitions of a comparison on two random operands of one length
+        above WIDE_ABOVE digits, half of them max_len (see the class docstring)."""
+        length = self.max_len if rng.random() < 0.5 else rng.randint(min(self.WIDE_ABOVE + 1, self.max_len), self.max_len)
+        while True:
+            a, b = draw_operands(op, (length, length), rng)
+            if render_expr(op, a, b) not in self.excluded:
+                break
+        machine_run = run(op, a, b)
+        last = len(machine_run) - 1
+        step = rng.randint(max(0, last - self.DECIDING_STEPS + 1), last)
+        meta = {"kind": "executor", "op": op, "a": str(a), "b": str(b), "deciding_steps": True}
+        return self._transition_sample(op, machine_run, step, meta)
+
     def _transition_sample(self, op: str, machine_run, step: int, meta: dict) -> dict:
         """One transition of a run of op's machine as a sample; a stage-1 prompt opens with the
         machine's explanation. meta gets the step (where it already names one, in its place)."""
@@ -418,6 +446,9 @@ class MachineSource:
             return self._wide_sample(op, rng)
         if kind == "executor" and op in self.WIDE and self.sub_call_share and rng.random() < self.sub_call_share:
             return self._sub_call_sample(op, rng)
+        if (kind == "executor" and op in self.DECIDED_AT_TOP and self.deciding_steps_share
+                and rng.random() < self.deciding_steps_share):
+            return self._deciding_steps_sample(op, rng)
         if kind == "executor" and op in COMPARISON and self.top_run_share and rng.random() < self.top_run_share:
             return self._top_run_sample(op, rng)
         if kind == "executor" and op == "add" and self.carry_run_share and rng.random() < self.carry_run_share:

@@ -50,3 +50,11 @@ def test_a_composer_cell_asks_the_calls_of_the_problems_that_make_them():
     assert 0 < len(calling) < len(problems)
     cases = GATE.top_steps(["mul_1_10"], 20, 0, seed=1, executor="add")
     assert {where.split(" ")[0] for _, where, _, _ in cases} == {p["id"] for p in calling}
+
+
+def test_test_set_problems_can_be_named_by_id():
+    from caef_bench.data.testsets import load_cell
+
+    named = [p["id"] for p in load_cell("mul_1_10")[5:7]]
+    cases = GATE.top_steps(["mul_1_10"], 1, 0, seed=None, executor="add", ids=set(named))
+    assert {where.split(" ")[0] for _, where, _, _ in cases} == set(named)

@@ -2,6 +2,8 @@
 
     python benchmarks/diagnosis/long_sum_tops.py --checkpoints A,B [--problems 200] [--last 15] [--seed 1]
     python benchmarks/diagnosis/long_sum_tops.py --checkpoints A --from-test-sets
+    python benchmarks/diagnosis/long_sum_tops.py --checkpoints A --executor add --cells mul_1_10 --last 0 \
+        --from-test-sets --ids mul_1_10-0063,mul_1_10-0084
     python benchmarks/diagnosis/long_sum_tops.py --checkpoints A --cells rep_add_100_p1,rep_sub_100_p1 --last 0
     python benchmarks/diagnosis/long_sum_tops.py --checkpoints A --executor gt --cells rep_gt_100_p1,gt_100 --last 0
 
@@ -56,15 +58,19 @@ def runs_of(machine_run: Run, op: str) -> list[Run]:
 
 
 def top_steps(cells: list[str], problems: int, last: int, seed: int | None = 1,
-              executor: str = "add") -> list[tuple[str, str, str, str]]:
+              executor: str = "add", ids: set[str] | None = None) -> list[tuple[str, str, str, str]]:
     """(cell, "<problem id> call <n> step <i>", input, output) of the last `last` transitions (every one where it is 0) of
-    each run of `executor`'s machine; the problems drawn with `seed`, or the test sets' own where it is None."""
+    each run of `executor`'s machine; the problems drawn with `seed`, or the test sets' own where it is None
+    (those named in `ids` alone, where given)."""
     cases = []
     for cell in cells:
         if cell not in CELLS:
             raise SystemExit(f"unknown cell {cell!r}; known cells: {', '.join(CELLS)}")
         op = CELLS[cell].op
-        chosen = load_cell(cell)[:problems] if seed is None else held_out_problems(cell, problems, seed)
+        if seed is None:
+            chosen = [p for p in load_cell(cell) if p["id"] in ids] if ids else load_cell(cell)[:problems]
+        else:
+            chosen = held_out_problems(cell, problems, seed)
         asked = len(cases)
         for problem in chosen:
             # (a composer calls a machine on some operands only: MUL calls no ADD where b is 1)
@@ -89,12 +95,18 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1, help="the draw of the held-out problems (default 1)")
     parser.add_argument("--from-test-sets", action="store_true",
                         help="the first --problems of the cells' test sets, not held-out ones")
+    parser.add_argument("--ids", help="with --from-test-sets: only these problems (comma-separated ids, e.g. an "
+                                          "evaluation's wrong ones), whatever --problems says")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--json", help="also write every wrong step here (where, input, expected, output)")
     args = parser.parse_args()
     cells = args.cells.split(",")
-    cases = top_steps(cells, args.problems, args.last, None if args.from_test_sets else args.seed, args.executor)
-    problems = (f"the first {args.problems} problems of {', '.join(cells)}" if args.from_test_sets else
+    if args.ids and not args.from_test_sets:
+        parser.error("--ids names test-set problems: it needs --from-test-sets")
+    ids = set(args.ids.split(",")) if args.ids else None
+    cases = top_steps(cells, args.problems, args.last, None if args.from_test_sets else args.seed, args.executor, ids)
+    problems = (f"problems {args.ids}" if ids else
+                f"the first {args.problems} problems of {', '.join(cells)}" if args.from_test_sets else
                 f"{args.problems} held-out problems (seed {args.seed}) of each of {', '.join(cells)}")
     steps = "every step" if args.last == 0 else f"the last {args.last}"
     print(f"{len(cases)} steps: {steps} of every {args.executor} run of {problems}", flush=True)

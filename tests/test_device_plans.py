@@ -138,3 +138,13 @@ def test_full_evaluation_solves_only_the_repeated_cells_asked_for():
     everything = FULL_EVALUATION.stage_cells("b", "rep_*", "*")
     assert len(everything) == 102
     assert FULL_EVALUATION.stage_cells("a", "*", "*_100") == [c for c in FULL_EVALUATION.part_cells("a") if c.endswith("_100")]
+
+
+def test_rebuild3_trains_executor_add_alone_gated_with_muls_calls_drawn():
+    ((name, phases, _),) = TRAINING_ROUND.PLANS["rebuild3"]
+    for settings, _ in phases:
+        args = _stream_arguments(settings)
+        assert (args.executors, args.aligners) == ("add", "")
+        # the gate stays on (a phase without it would unlearn it), and MUL's and SUB's calls are drawn again
+        assert args.anonymous_cells and args.composer_share > 0
+        assert args.structured_long_share > 0 and args.top_steps_share > 0

@@ -44,12 +44,15 @@ timeout "$eval_seconds" $python -m caef_bench onestep "${gate[@]}" --aligners ""
 # 100-digit sums (long_sum_tops.py): where the one-step gate passed adapters that broke end to end.
 # Every step of 25 runs per cell, and the last 15 steps of 200 random problems per cell (the CPU: 1).
 tops=(--checkpoints work/candidate --device "$device")
-runs=25; random_problems=200
-[ "$device" = cpu ] && runs=1 && random_problems=1
+runs=25; random_problems=200; mul_problems=100
+[ "$device" = cpu ] && runs=1 && random_problems=1 && mul_problems=1
 timeout "$eval_seconds" $python benchmarks/diagnosis/long_sum_tops.py "${tops[@]}" --cells rep_add_100_p1,rep_sub_100_p1 \
     --last 0 --problems "$runs" --json work/gates/long_runs_p1.jsonl > work/gates_long_runs_p1.log 2>&1 &
 timeout "$eval_seconds" $python benchmarks/diagnosis/long_sum_tops.py "${tops[@]}" --problems "$random_problems" \
     --json work/gates/long_runs_tops.jsonl > work/gates_long_runs_tops.log 2>&1 &
+# and every step of MUL's calls of ADD in held-out mul_1_10 problems (rebuild 2's add broke 4 of 200 there)
+timeout "$eval_seconds" $python benchmarks/diagnosis/long_sum_tops.py "${tops[@]}" --cells mul_1_10 --last 0 \
+    --problems "$mul_problems" --json work/gates/mul_calls.jsonl > work/gates_mul_calls.log 2>&1 &
 if [ "${FULL_EVALUATION:-1}" = 1 ]; then
     timeout "$eval_seconds" $python benchmarks/accelerator/full_evaluation.py --out work/device_eval --device "$device" \
         --checkpoints work/candidate --processes "$processes" --minutes 60 $([ "$device" = cpu ] && echo --smoke) \

@@ -157,6 +157,20 @@ REBUILD_2_STREAMS = [
     ("aligners_a", [(_shares("", "add,sub", "2e-4", structured_share=0.5, structured_long_share=0.5) + _BOTH_WAYS, 700)], 1),
     ("aligners_b", [(_shares("", "gt,lt", "2e-4", structured_share=0.5, structured_long_share=0.5) + _BOTH_WAYS, 700)], 1),
 ]
+# Rebuild 3, from rebuild 2's tier with the CPU's executor_lt in place (rebuild2_device/candidate_adapters.tgz,
+# then rebuild2_cpu/executor_lt.tgz over it, as --adapter-init): every repeated-digit cell and every Table 1
+# cell held but mul_1_10 (196/200) and lt_100 (196/200; the CPU's lt, drawn on its deciding steps, mends it).
+# mul_1_10's four are rebuild 2's executor_add in MUL's calls (the rebuild's add, trained on without MUL's
+# calls in its draws: the shipped add, whose plan had --composer-share 0.3, gets those steps right). It
+# trains on from there with MUL's and SUB's calls drawn again at the shipped add's share, beside the
+# rebuild's long-run and top-steps draws at lower rates; on the CPU, 200 steps of 32 at a composer share of
+# 0.5 mended the four and broke the first step of 12 of 7,915 held-out MUL calls (docs/structured-operands.md):
+# the device's gates (every ADD step of 100 held-out mul_1_10 problems, 100-digit runs, top steps) decide.
+REBUILD_3_STREAMS = [
+    ("executor_add", [([*_shares("add", "", "1e-4", **_LONG, sub_call_share=0.2, carry_run_share=0.2,
+                                 top_steps_share=0.3, top_steps_structured_share=0.6, composer_share=0.3),
+                        "--anonymous-cells"], 500)], 1),
+]
 # A stream trains its phases one after the other, each from the adapters of the phase before (the first
 # from --adapter-init): (name, [(settings, steps per adapter), ...], batch-building processes).
 def _one_phase(streams: list) -> list:
@@ -164,7 +178,7 @@ def _one_phase(streams: list) -> list:
 
 
 PLANS = {"round2": _one_phase(ROUND_2_STREAMS), "round2b": _one_phase(ROUND_2B_STREAMS), "rebuild": REBUILD_STREAMS,
-         "rebuild2": REBUILD_2_STREAMS}
+         "rebuild2": REBUILD_2_STREAMS, "rebuild3": REBUILD_3_STREAMS}
 # The LoRA-direct curve: one run per operator to its whole budget (the samples of its CAEF executor and
 # aligner), snapshots at each fraction; the largest budgets get a process of their own.
 DIRECT_STREAMS = [["add"], ["sub"], ["gt", "lt"], ["eq", "mul", "div"]]
@@ -184,7 +198,8 @@ def main(argv=None) -> int:
     parser.add_argument("--plan", choices=PLANS, default="round2",
                         help="which streams (round2b: from round 2's tier; rebuild: every adapter from the shipped tier; "
                              "rebuild2: from the rebuild's tier with the CPU's adapters in place, the executors gt, lt, eq, "
-                             "reflection, left_mask, sub and the aligners add, sub, gt, lt, most of them gated)")
+                             "reflection, left_mask, sub and the aligners add, sub, gt, lt, most of them gated; rebuild3: "
+                             "executor_add from rebuild 2's tier, MUL's calls drawn again)")
     parser.add_argument("--direct", action="store_true", help="also the LoRA-direct curve (round 1 made it)")
     parser.add_argument("--adapter-init", default="checkpoints/tiny",
                         help="the tier whose adapters this round trains further (and the candidate's other adapters)")

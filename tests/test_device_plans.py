@@ -141,7 +141,7 @@ def test_full_evaluation_solves_only_the_repeated_cells_asked_for():
 
 
 def test_rebuild3_trains_executor_add_alone_gated_with_muls_calls_drawn():
-    ((name, phases, _),) = TRAINING_ROUND.PLANS["rebuild3"]
+    ((_, phases, _),) = TRAINING_ROUND.PLANS["rebuild3"]
     for settings, _ in phases:
         args = _stream_arguments(settings)
         assert (args.executors, args.aligners) == ("add", "")

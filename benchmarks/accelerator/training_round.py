@@ -127,10 +127,10 @@ REBUILD_STREAMS = [
 # Rebuild 2, from the rebuild's tier with the CPU's aligners in place (docs/structured-pilot/rebuild_device
 # and aligner_gate_cpu/cpu_adapters.tgz, each put in with --assemble-from, the second over the first, into
 # the folder given as --adapter-init; both archives are in git history now, structured-pilot/ARCHIVES.md,
-# and the tier rebuild 2 made is rebuild2_device/candidate_adapters.tgz): the rebuild's gated executor_add got every step of 50 held-out
-# 100-digit runs of one digit and 9,000 random top steps right and stays as it is; every other adapter
-# broke repeated-digit problems in its evaluation (docs/structured-operands.md, "The rebuild on the
-# device") and trains on, the executors with anonymous tape cells (but sub, below).
+# and the tier rebuild 2 made is rebuild2_device/candidate_adapters.tgz): the rebuild's gated executor_add
+# got every step of 50 held-out 100-digit runs of one digit and 9,000 random top steps right and stays as
+# it is; every other adapter broke repeated-digit problems in its evaluation (docs/structured-operands.md,
+# "The rebuild on the device") and trains on, the executors with anonymous tape cells (but sub, below).
 # The aligners: on the CPU, gated in (I) (anonymous cells and plain digits in the sequences that begin
 # with an expression), every (I) conversion of all seven came right in 240 steps of 32; (O) on runs of
 # one digit needed more steps and, at 100 digits, the gate in (O) too (eq: 400 more steps gated both

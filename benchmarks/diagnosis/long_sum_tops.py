@@ -23,8 +23,8 @@ The problems are the cells' own generator drawn with --seed instead of the test 
 not chosen on the problems the tables score it on. --cells (default add_100,sub_100) takes any cell
 whose problems run the executor, the repeated-digit ones included (`rep_add_100_p1`: runs of one
 digit); --last 0 asks every step of every run, where a structured run breaks mid-field.
---from-test-sets asks the first --problems of the cells' test sets instead, to explain an evaluation's failures (round 2f's: exactly
-its end-to-end failures).
+--from-test-sets asks the first --problems of the cells' test sets instead (--ids: the problems named),
+to explain an evaluation's failures (round 2f's: exactly its end-to-end failures).
 """
 
 from __future__ import annotations
@@ -48,6 +48,11 @@ def held_out_problems(cell: str, problems: int, seed: int) -> list[dict]:
         raise SystemExit(f"{cell} drawn with seed {seed} holds {len(drawn)} problems outside its test set, "
                          f"fewer than --problems {problems}")
     return [{**p, "id": f"{cell}-drawn{seed}-{i + 1:04d}"} for i, p in enumerate(drawn)]
+
+
+def step_right(output: str, expected: str) -> bool:
+    """Whether an executor's output is the machine's next step, as the runtime takes it (up to the step's end)."""
+    return split_step_end(output)[0] == expected
 
 
 def runs_of(machine_run: Run, op: str) -> list[Run]:
@@ -121,7 +126,7 @@ def main() -> None:
             found = [{"checkpoints": checkpoints, "cell": cell, "where": where, "input": prompt, "expected": expected,
                       "output": output}
                      for (cell, where, prompt, expected), output in zip(piece, outputs)
-                     if split_step_end(output)[0] != expected]
+                     if not step_right(output, expected)]
             misses += found
             if args.json:
                 with open(args.json, "a", encoding="utf-8") as out:

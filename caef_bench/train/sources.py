@@ -140,10 +140,10 @@ class MachineSource:
     A share `deciding_steps_share` of gt's and lt's samples are one of the last DECIDING_STEPS steps
     of their run on two random operands of one length above WIDE_ABOVE digits (half of them 100): the
     step that reads the top digit pair, which decides nearly every such comparison, then the halt
-    (EQUAL halts at the first digits that differ, so its random runs are short and need no such draw). Rebuild 2's
-    executor_lt, right on every held-out step of runs of one digit, answered False for 1 < 9 at the
-    top of 100-digit operands (lt_100 196/200; 16 of 20 such pairs held out): a uniform step of a
-    random 100-digit comparison is that pair's top step once in ~8,000 draws.
+    (EQUAL halts at the first digits that differ, so its random runs are short and need no such
+    draw). Rebuild 2's executor_lt, right on every held-out step of runs of one digit, answered False
+    for 1 < 9 at the top of 100-digit operands (lt_100 196/200; 16 of 20 such pairs held out): a
+    uniform step of a random 100-digit comparison is that pair's top step once in ~8,000 draws.
 
     A share `top_run_share` of the comparisons' samples are runs of one digit below a different
     top digit (`9777…7`, 11-100 digits), the other operand equal or one digit apart; half of them
@@ -388,13 +388,17 @@ class MachineSource:
         meta = {"kind": "executor", "op": "add", "a": str(a), "b": str(b), "carry_run": True}
         return self._transition_sample("add", machine_run, step, meta)
 
+    def _top_length(self, rng: random.Random) -> int:
+        """The length of both operands of a top-steps or deciding-steps draw: above WIDE_ABOVE digits, half
+        of them max_len, the length of Table 1's 100-digit cells."""
+        return self.max_len if rng.random() < 0.5 else rng.randint(min(self.WIDE_ABOVE + 1, self.max_len), self.max_len)
+
     def _top_steps_sample(self, rng: random.Random) -> dict:
         """One of the last TOP_STEPS transitions of ADD on two random operands of one length above
         WIDE_ABOVE digits: ADD's own run, or SUB's first call on the pair (see the class docstring).
         A share `top_steps_structured_share` of them are on two structured operands instead, half of
         those at any step of the run, where their runs of one digit are."""
-        # half of them max_len, the length of Table 1's 100-digit cells (both operands)
-        length = self.max_len if rng.random() < 0.5 else rng.randint(min(self.WIDE_ABOVE + 1, self.max_len), self.max_len)
+        length = self._top_length(rng)
         caller = "add" if rng.random() < 0.5 else "sub"
         # drawn only when the share is on, so the random-only stream stays as it was
         structured = bool(self.top_steps_structured_share) and rng.random() < self.top_steps_structured_share
@@ -417,7 +421,7 @@ class MachineSource:
     def _deciding_steps_sample(self, op: str, rng: random.Random) -> dict:
         """One of the last DECIDING_STEPS transitions of a comparison on two random operands of one length
         above WIDE_ABOVE digits, half of them max_len (see the class docstring)."""
-        length = self.max_len if rng.random() < 0.5 else rng.randint(min(self.WIDE_ABOVE + 1, self.max_len), self.max_len)
+        length = self._top_length(rng)
         while True:
             a, b = draw_operands(op, (length, length), rng)
             if render_expr(op, a, b) not in self.excluded:

@@ -16,10 +16,10 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks" / "diagnosis"))
-from long_sum_tops import runs_of  # noqa: E402
+from long_sum_tops import runs_of, step_right  # noqa: E402
 
 from caef_bench.evaluate.onestep import generate_in_batches  # noqa: E402
-from caef_bench.machines import run, split_step_end  # noqa: E402
+from caef_bench.machines import run  # noqa: E402
 from caef_bench.runtime.hf import load_step_model  # noqa: E402
 
 
@@ -40,7 +40,7 @@ def main() -> None:
         model = load_step_model("tiny", tier, device="cpu")
         outputs = generate_in_batches(model, f"executor_{op}", [prompt for _, prompt, _ in cases])
         wrong = Counter(pair for (pair, _, expected), output in zip(cases, outputs)
-                        if split_step_end(output)[0] != expected)
+                        if not step_right(output, expected))
         print(f"{tier}: {op}, {digits} digits, {len(cases)} steps, {sum(wrong.values())} wrong",
               dict(sorted(wrong.items())), flush=True)
 

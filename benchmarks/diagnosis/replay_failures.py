@@ -18,9 +18,9 @@ from collections import defaultdict
 from pathlib import Path
 
 from caef_bench.evaluate.scoring import is_correct
-from caef_bench.machines import split_step_end
 from caef_bench.runtime import Problem, ProblemRecord, load_records, reference_steps, solve_to_file
 from caef_bench.runtime.hf import load_step_model
+from long_sum_tops import step_right  # this folder: the one reading of a right step
 
 
 def failed_records(records: Path, cells: str) -> list[ProblemRecord]:
@@ -58,8 +58,8 @@ def main() -> None:
         model = load_step_model("tiny", checkpoints, device=args.device)
         for adapter, rows in sorted(steps.items()):
             outputs = model.generate([prompt for _, prompt, _ in rows], adapter)
-            # the step as the runtime takes it (split_step_end), against the machine's
-            still = [pid for (pid, _, expected), out in zip(rows, outputs) if split_step_end(out.text)[0] != expected]
+            # the step as the runtime takes it (step_right), against the machine's
+            still = [pid for (pid, _, expected), out in zip(rows, outputs) if not step_right(out.text, expected)]
             print(f"{checkpoints}  {adapter}: the broken step right in {len(rows) - len(still)} of {len(rows)}"
                   + (f"; still wrong: {' '.join(still)}" if still else ""), flush=True)
         if args.end_to_end:

@@ -1,11 +1,11 @@
 """A comparison executor on the steps that decide: the last steps of N-digit comparisons, per top digit pair.
 
-    python docs/structured-pilot/rebuild2_device/top_pairs.py OP DIGITS PER_PAIR LAST TIERS [TOP_DIGITS_OF_A]
+    python benchmarks/diagnosis/top_pairs.py OP DIGITS PER_PAIR LAST TIERS [TOP_DIGITS_OF_A]
 
 For each top digit pair (a0, b0) (a0 among TOP_DIGITS_OF_A, default 1-9; b0 1-9), PER_PAIR comparisons
 of two DIGITS-digit operands with those top digits and random digits below (seed 7), the last LAST
 transitions of each run of OP's machine (gt: also DIV's calls) asked of each tier's executor (teacher-forced,
-as `benchmarks/diagnosis/long_sum_tops.py` asks them). Prints the wrong steps per pair. A comparison's
+as `long_sum_tops.py` asks them). Prints the wrong steps per pair. A comparison's
 answer is its top differing digits', so the step that moves the heads onto the top pair (the third
 from the end) decides nearly every random problem: rebuild 2's executor_lt answered 1 < 9 False there.
 """
@@ -15,7 +15,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks" / "diagnosis"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from long_sum_tops import runs_of, step_right  # noqa: E402
 
 from caef_bench.evaluate.onestep import generate_in_batches  # noqa: E402

@@ -323,8 +323,10 @@ def _run_repeated(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from .evaluate.repeated import RepeatedRequest, run_repeated, select_cells
-    from .report.failures import write_failure_analysis
+    from .report.failures import with_previous, write_failure_analysis
 
+    if args.previous and not Path(args.previous).is_file():
+        raise SystemExit(f"--previous {args.previous}: no such report (a failure_analysis.json)")
     systems, chosen = _chosen_systems(args.systems)
     cells = select_cells(args.cells)
     request = RepeatedRequest(
@@ -336,6 +338,8 @@ def _run_repeated(args: argparse.Namespace) -> int:
         onestep_cells=tuple(select_cells(args.onestep_cells)) if args.onestep_cells else None,
         speculative=not args.no_speculative, device=_device(args))
     results = run_repeated(request, say=lambda line: print(line, file=sys.stderr, flush=True))
+    if args.previous:
+        results = with_previous(results, json.loads(Path(args.previous).read_text()), args.previous)
     for path in write_failure_analysis(results, args.out):
         print(f"wrote {path}")
     return 0
@@ -586,6 +590,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--onestep-cells", metavar="PATTERN",
                      help="repeated: the one-step stress on these of the cells only (default: all of --cells)")
     run.add_argument("--seed", type=int, default=0, help="repeated: the one-step cases' draw (default 0)")
+    run.add_argument("--previous", metavar="FAILURE_ANALYSIS_JSON",
+                     help="repeated: an earlier report of other weights (e.g. the committed "
+                          "results/failure_analysis.json before new weights ship): its CAEF numbers are printed "
+                          "beside these, named <system> @<weights>")
     run.add_argument("--model", default="tiny")
     run.add_argument("--checkpoints", help="adapter folder to use instead of the tier's")
     run.add_argument("--cells", help="comma-separated test cells (default: all 22 of Table 1; repeated: all 75 "

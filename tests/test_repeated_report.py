@@ -9,7 +9,7 @@ from fault_models import BrokenModel
 
 from caef_bench.data.testsets import load_cell
 from caef_bench.evaluate.repeated import cell_parts, control_of, onestep_adapters, run_caef_repeated, select_cells
-from caef_bench.report.failures import comparison, findings, write_failure_analysis
+from caef_bench.report.failures import comparison, failure_markdown, findings, with_previous, write_failure_analysis
 
 
 def test_cells_by_name_and_pattern():
@@ -74,6 +74,33 @@ def test_findings_count_the_runs_whose_steps_were_cut_where_the_records_say():
     cells = results["systems"]["caef-tiny"]["cells"]
     cells["rep_add_10_p1"]["runs_with_cut_steps"], cells["rep_add_10_control"]["runs_with_cut_steps"] = 3, 1
     assert "cut there by the runtime as a stop string would: 4 of 80." in findings(results)[0]
+
+
+def test_a_previous_reports_caef_numbers_stand_beside_the_new_weights_and_the_change_is_tested():
+    new, old = _results(0, 0, n=50), _results(30, 0)
+    old.update(weights="old", command="caef-bench run --suite repeated --limit 40")
+    old["systems"]["caef-tiny @older"] = {**old["systems"]["caef-tiny"], "kind": "caef, previous weights"}
+    merged = with_previous(new, old, "results/failure_analysis.json")
+    # the previous report's own CAEF run only (not what it carried), right after the system it stands for
+    assert list(merged["systems"]) == ["caef-tiny", "caef-tiny @old", "gpt-4o"]
+    lines = findings(merged)
+    assert "no difference this N can show" in lines[0]
+    assert lines[1].startswith("**`caef-tiny @old`**") and "30/40" in lines[1]
+    assert "carried from `results/failure_analysis.json`" in lines[1]
+    change = next(line for line in lines if line.startswith("**Before and after**"))
+    assert "30/40" in change and "0/50" in change and "these weights (`abc`)" in change
+    markdown = failure_markdown(merged)
+    assert "caef-tiny @old: error" in markdown and "Beside them, `caef-tiny @old`" in markdown
+    # the same weights, or a report of no weights, carry nothing
+    assert with_previous(new, {**old, "weights": "abc"}, "x") is new
+
+
+def test_single_cells_worse_than_their_control_are_counted_and_named():
+    results = _results(30, 2)
+    assert "Single cells (operator, length, pattern) worse than their own control at p < 0.05: 1 of 1 (add 10 p1)" \
+        in findings(results)[0]
+    assert "Single cells (operator, length, pattern) worse than their own control at p < 0.05: 0 of 1." \
+        in findings(_results(1, 0))[0]
 
 
 def _drop_one_cell_of_a_run(prompt: str, output: str) -> str:

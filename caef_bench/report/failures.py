@@ -22,6 +22,7 @@ PATTERN_NAMES = {"p1": "period 1 (999…)", "p2": "period 2 (4848…)", "p3": "p
                  CONTROL: "random control"}
 EXAMPLES_PER_CLASS = 3
 SIGNIFICANT = 0.05
+PREVIOUS_KIND = "caef, previous weights"
 
 
 def _rate_text(rate: dict) -> str:
@@ -75,6 +76,34 @@ def per_cell_comparison(cells: dict, key: str = "answer_errors") -> list[dict]:
 
 def _systems_that_ran(results: dict) -> dict:
     return {name: system for name, system in results["systems"].items() if "cells" in system}
+
+
+def _is_caef(system: dict) -> bool:
+    """CAEF traced through the runtime: these weights' run, or a previous report's carried beside it."""
+    return system.get("kind") in ("caef", PREVIOUS_KIND)
+
+
+def with_previous(results: dict, previous: dict, source: str) -> dict:
+    """`results` with a previous report's CAEF systems beside its own, each named `<name> @<weights>`, so
+    that every table and finding shows the weights before and after a change side by side. Only systems
+    the previous report ran itself are carried (not what it carried in turn); nothing is carried where
+    the weights are the same."""
+    if previous.get("weights") in (None, results.get("weights")):
+        return results
+    carried = {}
+    for name, system in previous.get("systems", {}).items():
+        if system.get("kind") != "caef" or "cells" not in system:
+            continue
+        carried[f"{name} @{previous['weights']}"] = {
+            **system, "kind": PREVIOUS_KIND, "weights": previous["weights"],
+            "position_scheme": previous.get("position_scheme"), "from_report": source,
+            "from_command": previous.get("command")}
+    systems = {}
+    for name, system in results["systems"].items():  # each carried system right after the one it stands for
+        systems[name] = system
+        systems.update({key: value for key, value in carried.items() if key.split(" @")[0] == name})
+    systems.update(carried)
+    return {**results, "systems": systems}
 
 
 def _frame(rows: list[dict], columns: dict):
@@ -218,6 +247,8 @@ def findings(results: dict) -> list[str]:
                 own.setdefault(scheme, []).append(adapter)
             also = "".join(f"; `{scheme}` for {', '.join(names)}" for scheme, names in sorted(own.items()))
             on = f" (the {results['tier']} tier, position scheme `{results['position_scheme']}`{also})"
+        elif system.get("kind") == PREVIOUS_KIND and system.get("position_scheme"):
+            on = f" (position scheme `{system['position_scheme']}`)"
         sentence = (f"**`{name}`**{on}: {verdict}: {_rate_text(patterns)} of the repeated-digit problems answered "
                     f"wrong against {_rate_text(control)} of the random controls (Fisher p = {_p_text(p)}).")
         by_length = []
@@ -240,12 +271,22 @@ def findings(results: dict) -> list[str]:
         worst = [r for r in per_length if r["p"] is not None and r["p"] < SIGNIFICANT and r["rate"]["rate"] > r["control"]["rate"]]
         sentence += (f" Pattern and length cells worse than their control at p < {SIGNIFICANT}: {len(worst)} of "
                      f"{len(per_length)}.")
+        per_cell = [r for r in per_cell_comparison(cells) if r["p"] is not None]
+        worse_cells = [r for r in per_cell if r["p"] < SIGNIFICANT and r["rate"]["rate"] > r["control"]["rate"]]
+        sentence += (f" Single cells (operator, length, pattern) worse than their own control at p < {SIGNIFICANT}: "
+                     f"{len(worse_cells)} of {len(per_cell)}"
+                     + (" (" + ", ".join(f"{r['op']} {r['length']} {r['pattern']}" for r in worse_cells[:8])
+                        + (", …" if len(worse_cells) > 8 else "") + ")" if worse_cells else "") + ".")
+        if system.get("kind") == PREVIOUS_KIND:
+            sentence += (f" (Weights `{system['weights']}`, carried from `{system['from_report']}`, which "
+                         f"`{system['from_command']}` wrote.)")
         cut = [cell.get("runs_with_cut_steps") for cell in cells.values()]
         if any(count is not None for count in cut):  # (records made before the runtime cut steps lack it)
             sentence += (f" Runs with a step that went on past its command's last word, cut there by the runtime "
                          f"as a stop string would: {sum(count or 0 for count in cut)} of "
                          f"{sum(cell['n'] for cell in cells.values())}.")
         lines.append(sentence)
+    lines += before_and_after(results)
     onestep = results.get("onestep") or {}
     if onestep:
         worse, better, total = [], [], 0
@@ -266,6 +307,27 @@ def findings(results: dict) -> list[str]:
                      + (": " + "; ".join(worse) if worse else "")
                      + (f"; {len(better)} fewer: " + "; ".join(better) if better else "")
                      + f". Their {len(failures)} step failures on repeated digits: {_share(what, len(failures))}.")
+    return lines
+
+
+def before_and_after(results: dict) -> list[str]:
+    """Each previous report's CAEF system against this run's: the repeated-digit problems of the cells both
+    ran (each at its own N), pooled; Fisher's p of the change."""
+    ran = _systems_that_ran(results)
+    lines = []
+    for name, old in ran.items():
+        new = ran.get(name.split(" @")[0])
+        if old.get("kind") != PREVIOUS_KIND or new is None:
+            continue
+        shared = [cell for cell in old["cells"] if cell in new["cells"] and cell_parts(cell)[2] != CONTROL]
+        before = _pooled({c: old["cells"][c] for c in shared}, "answer_errors", lambda c: True)
+        after = _pooled({c: new["cells"][c] for c in shared}, "answer_errors", lambda c: True)
+        if not before["n"] or not after["n"]:
+            continue
+        p = fisher_exact(after["errors"], after["n"], before["errors"], before["n"])
+        lines.append(f"**Before and after**: on the {len(shared)} repeated-digit cells both ran, `{name}` answered "
+                     f"{_rate_text(before)} wrong, these weights (`{results['weights']}`) {_rate_text(after)} "
+                     f"(Fisher p = {_p_text(p)}).")
     return lines
 
 
@@ -294,14 +356,17 @@ def failure_markdown(results: dict) -> str:
            < len(results["cells"]) else "") + ". "
         "Error rates with Wilson 95% intervals; p: two-sided Fisher's exact test of the pattern cells against "
         "the random control of the same operator and length (pooled over operators where a table says so)."
-        + (f" Not run here: {', '.join(skipped)}." if skipped else ""),
+        + (f" Not run here: {', '.join(skipped)}." if skipped else "")
+        + "".join(f" Beside them, `{name}`: earlier weights' numbers, not run here but carried from "
+                  f"`{system['from_report']}` (written by `{system['from_command']}`)."
+                  for name, system in ran.items() if system.get("kind") == PREVIOUS_KIND),
         "", "### What the numbers support", "", *[f"{line}\n" for line in findings(results)],
         "### End to end: wrong answers, pooled over the operators", "",
         "Pattern cells against the control cells of the same length; each system's own N. "
         + ", ".join(f"{k}: {v}" for k, v in PATTERN_NAMES.items()) + ".", "",
         end_to_end_table(results), "",
     ]
-    caef = [name for name, system in ran.items() if system.get("kind") == "caef"]
+    caef = [name for name, system in ran.items() if _is_caef(system)]
     if caef:
         trace = {name: {"cells": ran[name]["cells"]} for name in caef}
         rows = []

@@ -345,6 +345,27 @@ def _run_repeated(args: argparse.Namespace) -> int:
     return 0
 
 
+def _carry_records(args: argparse.Namespace) -> int:
+    """Copy another weights' records of cells whose adapters did not change into these weights' folder."""
+    from pathlib import Path
+
+    from .data.testsets import CELLS, match_cells
+    from .evaluate.suites import carry_records
+    from .models.loading import fingerprints, tier_with_checkpoints
+
+    cells = match_cells(args.cells, list(CELLS))
+    weights, adapters = fingerprints(tier_with_checkpoints(args.model, args.checkpoints))
+    folder = Path(args.records or WORK_DIR / "records" / f"{args.model}-{weights}")
+    try:
+        carried = carry_records(Path(args.source), folder, weights, adapters, cells)
+    except (ValueError, FileNotFoundError) as error:
+        raise SystemExit(f"carry-records: {error}") from None
+    for cell, count in carried.items():
+        print(f"{cell}: {count} records carried")
+    print(f"{sum(carried.values())} records carried from {args.source} into {folder}/")
+    return 0
+
+
 def _onestep(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -571,6 +592,18 @@ def build_parser() -> argparse.ArgumentParser:
     solve.add_argument("--no-speculative", action="store_true", help="plain greedy decoding, one token per pass")
     _backend_arguments(solve)
     solve.set_defaults(handler=_solve)
+
+    carry = commands.add_parser(
+        "carry-records", help="copy another weights' records of the cells whose adapters are byte-identical in "
+                              "both into these weights' records folder (a rerun would write the same records)")
+    carry.add_argument("--from", dest="source", required=True, help="the other weights' records folder "
+                                                                    "(work/records/<tier>-<weights>/)")
+    carry.add_argument("--cells", required=True, help="comma-separated cells or shell patterns ('gt_*,rep_eq_*'); "
+                                                      "a cell calling a changed adapter is refused")
+    carry.add_argument("--model", default="tiny")
+    carry.add_argument("--checkpoints", help="adapter folder to use instead of the tier's")
+    carry.add_argument("--records", help="these weights' records folder (default work/records/<model>-<weights>)")
+    carry.set_defaults(handler=_carry_records)
 
     run = commands.add_parser("run", help="run a suite and write results/*.md and .json")
     run.add_argument("--suite", required=True,

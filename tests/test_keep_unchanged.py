@@ -63,3 +63,57 @@ def test_a_dropped_cell_stays_named_until_a_run_solves_it_and_the_table_says_so(
     unsolved = unsolved_part.removesuffix(" (not solved on these weights).").split(", ")
     assert unsolved[:2] == ["add_10", "add_50"] and len(unsolved) == len(table1_cells()) - 3  # every other cell named
     assert "gt_5" not in unsolved and "add_5" not in unsolved
+
+
+# --------------------------------------------------------------------------- carry-records
+
+
+def test_a_repeated_digit_cell_calls_its_operators_adapters():
+    assert cell_adapters("rep_sub_100_p1") == cell_adapters("sub_100")
+    assert cell_adapters("rep_div_10_round") == cell_adapters("div_1_10")
+
+
+def _records_folder(folder, weights, adapters, cells):
+    from caef_bench.runtime import ProblemRecord
+    from caef_bench.runtime.reuse import write_weights
+
+    folder.mkdir(parents=True)
+    write_weights(folder, weights, adapters)
+    for cell, ids in cells.items():
+        (folder / f"caef_{cell}.jsonl").write_text("".join(
+            ProblemRecord(i, "2>1=", "traced", "True", "True", outcome="answered").to_json() + "\n" for i in ids))
+
+
+def test_records_are_carried_only_for_cells_whose_adapters_are_unchanged_and_say_so(tmp_path):
+    from caef_bench.evaluate.suites import carried_counts, carry_records
+    from caef_bench.runtime import load_records
+    from caef_bench.runtime.reuse import read_weights
+
+    old = {name: "old" for cell in ("gt_5", "rep_gt_10_p1", "sub_5") for name in cell_adapters(cell)}
+    _records_folder(tmp_path / "old", "w0", old, {"gt_5": ["g1", "g2"], "rep_gt_10_p1": ["r1"], "sub_5": ["s1"]})
+    now = {**old, "executor_add": "new"}  # sub calls ADD, gt does not
+    new = tmp_path / "new"
+    _records_folder(new, "w1", now, {"gt_5": ["g2"]})  # solved here already: kept as it is
+    with pytest.raises(ValueError, match=r"sub_5 \(executor_add\)"):
+        carry_records(tmp_path / "old", new, "w1", now, ["gt_5", "sub_5"])
+    assert [r.id for r in load_records(new / "caef_gt_5.jsonl")] == ["g2"]  # a refusal writes nothing
+    assert carry_records(tmp_path / "old", new, "w1", now, ["gt_5", "rep_gt_10_p1"]) == {"gt_5": 1, "rep_gt_10_p1": 1}
+    records = load_records(new / "caef_gt_5.jsonl")
+    assert [(r.id, r.carried_from) for r in records] == [("g2", None), ("g1", "w0")]
+    assert carried_counts(records) == {"w0": 1}
+    assert read_weights(new)["reused_from"][-1] == {"folder": str(tmp_path / "old"), "weights": "w0",
+                                                    "records_of": ["gt_5", "rep_gt_10_p1"]}
+    # carried again: nothing new, and a folder of other weights is refused
+    assert carry_records(tmp_path / "old", new, "w1", now, ["gt_5"]) == {"gt_5": 0}
+    with pytest.raises(ValueError, match="must not be mixed"):
+        carry_records(tmp_path / "old", new, "w2", now, ["gt_5"])
+
+
+def test_the_tables_say_which_problems_were_carried_and_from_which_weights():
+    from caef_bench.report.tables import carried_text
+
+    assert carried_text({"gt_5": {"carried": {}}}) == ""
+    text = carried_text({"gt_5": {"carried": {"w0": 200}}, "eq_5": {"carried": {"w0": 200}},
+                         "lt_5": {"carried": {"w9": 200}}})
+    assert "400 problem records of gt_5, eq_5 from the records of weights `w0`" in text
+    assert "200 problem records of lt_5 from the records of weights `w9`" in text and "byte-identical" in text

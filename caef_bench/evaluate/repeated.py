@@ -64,7 +64,7 @@ def run_caef_repeated(model, cells: list[str], limit: int | None, records_dir: P
         results[cell] = {"n": summary["end_to_end"]["n"],
                          "answer_errors": summary["end_to_end"]["n"] - summary["end_to_end"]["correct"],
                          "trace_errors": summary["exact trace"]["n"] - summary["exact trace"]["correct"],
-                         "outcomes": summary["outcomes"], "resumed": summary["resumed"],
+                         "outcomes": summary["outcomes"], "resumed": summary["resumed"], "carried": summary["carried"],
                          "runs_with_cut_steps": summary["runs_with_cut_steps"],
                          "failures": summary["failures"]}
     return results

@@ -6,10 +6,10 @@ resumes without redoing or losing problems.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from caef_bench.data.testsets import load_cell, table1_cells
+from caef_bench.data.testsets import CELLS, load_cell, table1_cells
 from caef_bench.evaluate.failures import record_failures
 from caef_bench.evaluate.scoring import accuracy, is_correct, text_accuracy, verdict
 from caef_bench.machines import OPERATIONS, parse_expression, result, run
@@ -96,7 +96,7 @@ def run_caef(model, cells, limit, records_dir: Path, progress=None, reuse: Reuse
         rows = cell_problems(cell, limit)
         records, resumed = solve_cell(as_problems(rows), model, records_dir / f"caef_{cell}.jsonl", reuse, mode="traced")
         results[cell] = {"end_to_end": _summary(records), "exact trace": _exact_traces(records),
-                         "outcomes": _outcomes(records), "resumed": resumed,
+                         "outcomes": _outcomes(records), "resumed": resumed, "carried": carried_counts(records),
                          **_reuse_counts(records),
                          # runs with a step cut at its command's last word (the model missed its end of text)
                          "runs_with_cut_steps": sum(record.n_steps_cut > 0 for record in records),
@@ -105,6 +105,15 @@ def run_caef(model, cells, limit, records_dir: Path, progress=None, reuse: Reuse
         if progress:
             progress(cell, results[cell])
     return results
+
+
+def carried_counts(records) -> dict[str, int]:
+    """{weights: records carried from that weights' records folder} (`carry_records`); empty if none."""
+    counts: dict[str, int] = {}
+    for record in records:
+        if record.carried_from:
+            counts[record.carried_from] = counts.get(record.carried_from, 0) + 1
+    return counts
 
 
 def _outcomes(records) -> dict:
@@ -261,10 +270,46 @@ def run_suite(model, request: SuiteRequest, out: Path, progress=None, say=print)
 
 def cell_adapters(cell: str) -> set[str]:
     """Every adapter a run of the cell's problems calls: its aligner, its executor and the executors
-    its composer calls (sub_100: aligner_sub, executor_sub, executor_reflection, executor_add, ...)."""
-    machine = OPERATIONS[cell.partition("_")[0]].machine
-    return {aligner_name(OPERATIONS[cell.partition("_")[0]].name), executor_of_machine(machine),
-            *(executor_of_machine(callee) for callee in CALLEES.get(machine, ()))}
+    its composer calls (sub_100: aligner_sub, executor_sub, executor_reflection, executor_add, ...);
+    a repeated-digit cell's (rep_sub_100_p1) are its operator's."""
+    operation = OPERATIONS[CELLS[cell].op]
+    return {aligner_name(operation.name), executor_of_machine(operation.machine),
+            *(executor_of_machine(callee) for callee in CALLEES.get(operation.machine, ()))}
+
+
+def carry_records(source: Path, folder: Path, weights: str, adapters: dict[str, str], cells: list[str]
+                  ) -> dict[str, int]:
+    """Copy into `folder` (these weights' records) the records of `source` (other weights') for every
+    cell whose adapters (`cell_adapters`) are all byte-identical in both: a greedy decode is a function
+    of the adapter, base, position scheme and prompt (runtime.reuse), so solving those problems again
+    would write the same records. Each copy says where it came from (`carried_from`), the folder's
+    weights.json names the source, and a problem these weights hold already is never overwritten.
+    Returns {cell: records carried}; a cell calling a changed adapter is refused, not skipped."""
+    from caef_bench.runtime.records import RecordWriter
+
+    earlier = read_weights(source)
+    unchanged = unchanged_adapters(earlier["adapters"], adapters)
+    changed = {cell: sorted(cell_adapters(cell) - unchanged) for cell in cells}
+    changed = {cell: names for cell, names in changed.items() if names}
+    if changed:
+        raise ValueError("these cells call adapters that differ from the source's, so its records are not what "
+                         "these weights would write: " + "; ".join(f"{cell} ({', '.join(names)})"
+                                                                    for cell, names in changed.items()))
+    folder.mkdir(parents=True, exist_ok=True)
+    write_weights(folder, weights, adapters)  # refuses a folder of other weights before anything is written
+    carried = {}
+    for cell in cells:
+        path = folder / f"caef_{cell}.jsonl"
+        held = {record.id for record in load_records(path)}
+        copies = [replace(record, carried_from=record.carried_from or earlier["weights"])
+                  for record in load_records(source / path.name) if record.id not in held]
+        with RecordWriter(path) as writer:
+            for record in copies:
+                writer.write(record)
+        carried[cell] = len(copies)
+    write_weights(folder, weights, adapters, {"folder": str(source), "weights": earlier["weights"],
+                                              "records_of": sorted(cell for cell, n in carried.items() if n)})
+    return carried
 
 
 def carry_over(earlier: dict, adapters: dict[str, str], cells_run: list[str]) -> tuple[dict, list[str]]:

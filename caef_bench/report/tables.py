@@ -69,6 +69,22 @@ SUITE_TABLES = {"table2": ("Table 2: component accuracy", TABLE2_METRICS),
                 "caef": ("Table 1: CAEF end-to-end accuracy", CAEF_METRICS)}
 
 
+def carried_text(results: dict) -> str:
+    """The sentence for records carried from other weights (`caef-bench carry-records`), '' if none:
+    how many, from which weights, and for which cells."""
+    sources: dict[str, list] = {}
+    for cell, result in results.items():
+        for weights, count in (result.get("carried") or {}).items():
+            sources.setdefault(weights, []).append((cell, count))
+    if not sources:
+        return ""
+    return ("Carried, not solved: " + "; ".join(
+        f"{sum(n for _, n in cells)} problem records of {', '.join(cell for cell, _ in cells)} from the records "
+        f"of weights `{weights}`" for weights, cells in sources.items())
+        + ", whose adapters for those cells (base, bytes and position scheme) are byte-identical to these "
+          "(`caef-bench carry-records`; each record says `carried_from`).")
+
+
 def suite_header(made: SuiteResults) -> str:
     """What a suite's table says of itself: the command, weights and N, and which numbers this command
     did not compute (problems resumed from records, steps reused from other weights, cells kept)."""
@@ -81,9 +97,13 @@ def suite_header(made: SuiteResults) -> str:
     solved = {cell: result for cell, result in results.items() if cell not in made.kept}
     resumed = sum(result.get("resumed", 0) for result in solved.values())
     total = sum(_cell_n(result) for result in solved.values())
-    if resumed:  # those problems were solved by an earlier run (maybe on another device), not this one
-        header += (f" {resumed} of the {total} problem runs were read from records that earlier runs wrote for "
+    carried = carried_text(solved)
+    own = resumed - sum(sum(result.get("carried", {}).values()) for result in solved.values())
+    if own:  # those problems were solved by an earlier run (maybe on another device), not this one
+        header += (f" {own} of the {total} problem runs were read from records that earlier runs wrote for "
                    f"these same weights, not solved again by this command.")
+    if carried:
+        header += f" {carried}"
     calls, reused = (sum(result.get(key, 0) for result in solved.values()) for key in ("model_calls", "reused_calls"))
     if reused:  # those outputs come from other weights' records, for adapters whose bytes are the same
         named = ", ".join(f"`{source['folder']}/` of weights `{source['weights']}`" for source in made.reuse_sources)

@@ -98,9 +98,15 @@ class ProblemRecord:
     seconds: float = 0.0
     model_seconds: float = 0.0
     steps: list[StepRecord] = field(default_factory=list)
+    # The weights whose records this one was copied from (runtime.reuse.carry_records): every adapter the
+    # problem calls is byte-identical there, so a rerun would write this record; None: solved for these.
+    carried_from: str | None = None
 
     def to_dict(self) -> dict:
-        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("first_divergence", "steps")}
+        d = {f.name: getattr(self, f.name) for f in fields(self)
+             if f.name not in ("first_divergence", "steps", "carried_from")}
+        if self.carried_from is not None:
+            d["carried_from"] = self.carried_from
         d["seconds"] = round(self.seconds, 6)
         d["model_seconds"] = round(self.model_seconds, 6)
         d["first_divergence"] = asdict(self.first_divergence) if self.first_divergence else None

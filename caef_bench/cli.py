@@ -629,7 +629,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "beside these, named <system> @<weights>")
     run.add_argument("--model", default="tiny")
     run.add_argument("--checkpoints", help="adapter folder to use instead of the tier's")
-    run.add_argument("--cells", help="comma-separated test cells (default: all 22 of Table 1; repeated: all 75 "
+    run.add_argument("--cells", help="comma-separated test cells (default: all 22 of Table 1; repeated: all 102 "
                                      "rep_<op>_<n>_<pattern> cells, shell patterns such as 'rep_add_*' allowed)")
     run.add_argument("--limit", type=int, help="first N problems per cell")
     run.add_argument("--out", default="results/local",

@@ -36,7 +36,7 @@ STYLE_OF_GROUP = {"caef_table1": "bare", "caef_table1_direct": "direct", "caef_t
 
 
 def select_cells(patterns: str | None) -> list[str]:
-    """Repeated-digit cells by name or shell pattern ('rep_add_*,rep_gt_10_p1'); all 75 by default."""
+    """Repeated-digit cells by name or shell pattern ('rep_add_*,rep_gt_10_p1'); all 102 by default."""
     every = repeated_cells()
     return match_cells(patterns, every, "repeated-digit") if patterns else every
 

@@ -325,8 +325,11 @@ def _run_repeated(args: argparse.Namespace) -> int:
     from .evaluate.repeated import RepeatedRequest, run_repeated, select_cells
     from .report.failures import with_previous, write_failure_analysis
 
-    if args.previous and not Path(args.previous).is_file():
-        raise SystemExit(f"--previous {args.previous}: no such report (a failure_analysis.json)")
+    previous = None
+    if args.previous:  # read before the run: a bad file must fail before hours of solving, not after
+        if not Path(args.previous).is_file():
+            raise SystemExit(f"--previous {args.previous}: no such report (a failure_analysis.json)")
+        previous = json.loads(Path(args.previous).read_text())
     systems, chosen = _chosen_systems(args.systems)
     cells = select_cells(args.cells)
     request = RepeatedRequest(
@@ -338,8 +341,8 @@ def _run_repeated(args: argparse.Namespace) -> int:
         onestep_cells=tuple(select_cells(args.onestep_cells)) if args.onestep_cells else None,
         speculative=not args.no_speculative, device=_device(args))
     results = run_repeated(request, say=lambda line: print(line, file=sys.stderr, flush=True))
-    if args.previous:
-        results = with_previous(results, json.loads(Path(args.previous).read_text()), args.previous)
+    if previous is not None:
+        results = with_previous(results, previous, args.previous)
     for path in write_failure_analysis(results, args.out):
         print(f"wrote {path}")
     return 0

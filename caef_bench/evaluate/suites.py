@@ -6,6 +6,7 @@ resumes without redoing or losing problems.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -109,11 +110,7 @@ def run_caef(model, cells, limit, records_dir: Path, progress=None, reuse: Reuse
 
 def carried_counts(records) -> dict[str, int]:
     """{weights: records carried from that weights' records folder} (`carry_records`); empty if none."""
-    counts: dict[str, int] = {}
-    for record in records:
-        if record.carried_from:
-            counts[record.carried_from] = counts.get(record.carried_from, 0) + 1
-    return counts
+    return dict(Counter(record.carried_from for record in records if record.carried_from))
 
 
 def _outcomes(records) -> dict:

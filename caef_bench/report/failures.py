@@ -15,7 +15,7 @@ from pathlib import Path
 from caef_bench.evaluate.failures import WHAT
 from caef_bench.evaluate.repeated import CONTROL, cell_parts, control_of, error_rate
 from caef_bench.evaluate.scoring import fisher_exact
-from caef_bench.report.tables import carried_text
+from caef_bench.report.tables import carried_text, resumed_own
 
 PATTERN_ORDER = ("p1", "p2", "p3", "mixed", "round", CONTROL)
 PATTERN_NAMES = {"p1": "period 1 (999…)", "p2": "period 2 (4848…)", "p3": "period 3 (456456…)",
@@ -340,9 +340,9 @@ def failure_markdown(results: dict) -> str:
                        for name, system in ran.items())
     skipped = [f"`{name}` ({system['skipped']})" for name, system in systems.items() if "skipped" in system]
     own_runs = {name: system for name, system in ran.items() if system.get("kind") != PREVIOUS_KIND}
-    resumed = sum(r.get("resumed", 0) - sum((r.get("carried") or {}).values())
-                  for system in own_runs.values() for r in system["cells"].values())
-    carried = " ".join(carried_text(system["cells"]) for system in own_runs.values() if system.get("kind") == "caef")
+    resumed = sum(resumed_own(r) for system in own_runs.values() for r in system["cells"].values())
+    carried = "".join(f" {text}" for text in (carried_text(system["cells"]) for system in own_runs.values()
+                                               if system.get("kind") == "caef") if text)
     onestep = results.get("onestep") or {}
     lines = [
         "## Failure analysis on repeated-digit operands", "",
@@ -351,7 +351,7 @@ def failure_markdown(results: dict) -> str:
         + (f" (from `{results['checkpoints']}`)" if results.get("checkpoints") else "")
         + f", traced end to end through the runtime (per-problem records: `{results['records']}/`"
         + (f"; {resumed} problem runs were read from records earlier runs of these weights wrote" if resumed else "")
-        + ")." + (f" {carried.strip()}" if carried.strip() else "") + " Baselines through lm-evaluation-harness, each in its own prompt style (their commands are in "
+        + ")." + carried + " Baselines through lm-evaluation-harness, each in its own prompt style (their commands are in "
           "`failure_analysis.json`). "
         f"N (the first N problems of each of the {len(results['cells'])} cells, 200 in each test set): {n_text or 'none'}. "
         f"One-step stress: up to {results['onestep_per_cell']} cases per adapter and cell (an aligner's split "

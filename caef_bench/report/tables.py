@@ -69,6 +69,11 @@ SUITE_TABLES = {"table2": ("Table 2: component accuracy", TABLE2_METRICS),
                 "caef": ("Table 1: CAEF end-to-end accuracy", CAEF_METRICS)}
 
 
+def resumed_own(result: dict) -> int:
+    """Problems of a cell read from records these same weights wrote: those resumed, less those carried."""
+    return result.get("resumed", 0) - sum((result.get("carried") or {}).values())
+
+
 def carried_text(results: dict) -> str:
     """The sentence for records carried from other weights (`caef-bench carry-records`), '' if none:
     how many, from which weights, and for which cells."""
@@ -95,10 +100,9 @@ def suite_header(made: SuiteResults) -> str:
               f"{' (first ' + str(document['limit']) + ')' if document['limit'] else ''}; accuracy % with Wilson 95% "
               f"intervals; paper: Lai et al., arXiv 2410.07896. Per-problem records: `{made.records}/`.")
     solved = {cell: result for cell, result in results.items() if cell not in made.kept}
-    resumed = sum(result.get("resumed", 0) for result in solved.values())
     total = sum(_cell_n(result) for result in solved.values())
     carried = carried_text(solved)
-    own = resumed - sum(sum(result.get("carried", {}).values()) for result in solved.values())
+    own = sum(resumed_own(result) for result in solved.values())
     if own:  # those problems were solved by an earlier run (maybe on another device), not this one
         header += (f" {own} of the {total} problem runs were read from records that earlier runs wrote for "
                    f"these same weights, not solved again by this command.")

@@ -98,7 +98,7 @@ class ProblemRecord:
     seconds: float = 0.0
     model_seconds: float = 0.0
     steps: list[StepRecord] = field(default_factory=list)
-    # The weights whose records this one was copied from (runtime.reuse.carry_records): every adapter the
+    # The weights whose records this one was copied from (evaluate.suites.carry_records): every adapter the
     # problem calls is byte-identical there, so a rerun would write this record; None: solved for these.
     carried_from: str | None = None
 

@@ -272,7 +272,8 @@ def _run_table1(args: argparse.Namespace) -> int:
     cells_of = _cells_of(args.cells_of, systems, cells, lambda patterns: match_cells(patterns, table1_cells()))
     work = Path(args.work or WORK_DIR / "table1")
     results = run_table1([systems[name] for name in chosen], cells, args.limit, work,
-                         progress=lambda line: print(line, file=sys.stderr, flush=True), cells_of=cells_of)
+                         progress=lambda line: print(line, file=sys.stderr, flush=True), cells_of=cells_of,
+                         limits=_system_limits(args.limits, systems))
     notes = direct_training_notes(results, systems)
     for path in write_table1(results, args.out, args.command_line, notes):
         print(f"wrote {path}")
@@ -617,7 +618,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="table1, repeated: lm-eval's outputs and request caches per system (default work/table1, "
                           "work/repeated; also the repeated suite's one-step results); reruns resume from them")
     run.add_argument("--limits", metavar="SYSTEM=N,...",
-                     help="repeated: problems per cell for named systems (the others: --limit, else the system's own)")
+                     help="table1, repeated: problems per cell for named systems (the others: --limit, else the "
+                          "system's own), e.g. caef-tiny=200 read from the caef suite's records")
     run.add_argument("--cells-of", action="append", metavar="SYSTEM=PATTERN",
                      help="table1, repeated: run this system on these of the cells only (e.g. a slow chat model on "
                           "'rep_*_10_*'); may be given again for another system")

@@ -157,7 +157,7 @@ def _fake_lm_eval(calls):
         limit = int(command[command.index("--limit") + 1])
         calls.append(command)
         for task in command[command.index("--tasks") + 1].split(","):
-            cell = task.removeprefix("caef_")
+            cell = task.removeprefix("caef_").removesuffix("_direct").removesuffix("_chat")  # one cell, any prompt
             rows = load_cell(cell)[:limit]
             lines = [json.dumps({"doc": {"expr": r["expr"], "answer": r["answer"]}, "exact_match": 1.0,
                                  "filtered_resps": [r["answer"]]}) for r in rows]
@@ -189,6 +189,21 @@ def test_a_tier_system_keeps_its_lm_eval_outputs_per_weights_and_records_a_comma
     retrained = table1.run_system(system, ["add_5", "gt_5"], 3, tmp_path, progress=lambda *_: None)
     assert len(calls) == 2 and retrained["weights"] == "bbbbbbbbbbbb"  # other weights: run again, elsewhere
     assert "bbbbbbbbbbbb" in calls[1][calls[1].index("--output_path") + 1]
+
+
+def test_table1_limits_set_one_systems_n_and_leave_the_others_at_their_own(tmp_path, monkeypatch):
+    # caef-tiny=200 read from the caef suite's records beside the baselines at their own N (100, 10)
+    import caef_bench.evaluate.table1 as table1
+
+    systems = load_systems()
+    calls = []
+    monkeypatch.setattr(table1, "run_child", _fake_lm_eval(calls))
+    monkeypatch.setattr(table1, "system_weights", lambda s: "aaaaaaaaaaaa")
+    results = table1.run_table1([systems["caef-tiny"], systems["lora-direct-tiny"]], ["add_5"], None, tmp_path,
+                                progress=lambda *_: None, limits={"caef-tiny": 7})
+    assert results["caef-tiny"]["cells"]["add_5"]["n"] == 7 and results["caef-tiny"]["limit"] == 7
+    assert results["lora-direct-tiny"]["cells"]["add_5"]["n"] == systems["lora-direct-tiny"].limit
+    assert [call[call.index("--limit") + 1] for call in calls] == ["7", str(systems["lora-direct-tiny"].limit)]
 
 
 def test_only_systems_of_a_tier_have_weights_and_the_report_names_them():

@@ -172,9 +172,11 @@ def run_system(system: System, cells: list[str], limit: int | None, work: Path, 
 
 
 def run_table1(systems: list[System], cells: list[str] | None = None, limit: int | None = None,
-               work: Path = WORK_DIR / "table1", progress=print, cells_of: dict | None = None) -> dict:
+               work: Path = WORK_DIR / "table1", progress=print, cells_of: dict | None = None,
+               limits: dict | None = None) -> dict:
     """Every system that can run here, on every cell (or on its own cells in `cells_of`: a slow system on
-    a CPU); a one-line reason for each one that cannot."""
+    a CPU) at its N (`limits` by name, else `limit`, else the system's own); a one-line reason for each
+    one that cannot."""
     cells = cells or table1_cells()
     results = {}
     for system in systems:
@@ -185,7 +187,7 @@ def run_table1(systems: list[System], cells: list[str] | None = None, limit: int
             progress(f"{system.name}: skipped, {reason}")
             results[system.name] = {**base, "skipped": reason}
             continue
-        chosen = limit if limit is not None else system.limit
+        chosen = (limits or {}).get(system.name, limit if limit is not None else system.limit)
         own_cells = (cells_of or {}).get(system.name, cells)
         results[system.name] = {**base, **run_system(system, own_cells, chosen, work, progress),
                                 "cells_asked": len(cells)}

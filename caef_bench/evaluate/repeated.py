@@ -204,7 +204,7 @@ class RepeatedRequest:
     device: str | None = None
 
     def limit_of(self, system: System) -> int | None:
-        return self.limits.get(system.name, self.limit if self.limit is not None else system.limit)
+        return system.problems_per_cell(self.limit, self.limits)
 
 
 def run_repeated(request: RepeatedRequest, say=print) -> dict:

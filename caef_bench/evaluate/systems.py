@@ -72,6 +72,10 @@ class System:
 
         return {key: fill(value) for key, value in self.model_args.items()}
 
+    def problems_per_cell(self, limit: int | None = None, limits: dict | None = None) -> int | None:
+        """This system's N in a run: `limits` by its name (--limits), else the run's `limit`, else its own."""
+        return (limits or {}).get(self.name, limit if limit is not None else self.limit)
+
     def lm_eval_argv(self, cells: list[str], limit: int | None, output: Path, cache: Path | None) -> list[str]:
         """The arguments of `caef-bench lm-eval` (lm-eval's own CLI) that run these cells."""
         args = ",".join(f"{key}={value}" for key, value in self.resolved_model_args().items())

@@ -309,13 +309,15 @@ def _cells_of(items: list[str] | None, systems, cells: list[str], select_cells) 
 
 
 def _system_limits(text: str | None, known) -> dict[str, int]:
-    """'caef-tiny=10,lora-direct-tiny=50' -> {name: N}."""
+    """'caef-tiny=10,lora-direct-tiny=50,caef-tiny@rep_*_10_*=200' -> {name or name@pattern: N}."""
     limits = {}
     for item in (i for i in (text or "").split(",") if i):
-        name, equals, value = item.partition("=")
-        if not equals or not value.isdigit() or name not in known:
-            raise ValueError(f"--limits takes SYSTEM=N,... with systems of baselines/ ({', '.join(known)}), not {item!r}")
-        limits[name] = int(value)
+        key, equals, value = item.partition("=")
+        name, _, pattern = key.partition("@")
+        if not equals or not value.isdigit() or name not in known or (key != name and not pattern):
+            raise ValueError(f"--limits takes SYSTEM=N or SYSTEM@CELL_PATTERN=N, comma-separated, with systems of "
+                             f"baselines/ ({', '.join(known)}), not {item!r}")
+        limits[key] = int(value)
     return limits
 
 
@@ -619,7 +621,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "work/repeated; also the repeated suite's one-step results); reruns resume from them")
     run.add_argument("--limits", metavar="SYSTEM=N,...",
                      help="table1, repeated: problems per cell for named systems (the others: --limit, else the "
-                          "system's own), e.g. caef-tiny=200 read from the caef suite's records")
+                          "system's own), e.g. caef-tiny=200 read from the caef suite's records; repeated: "
+                          "SYSTEM@PATTERN=N for CAEF on the cells a pattern matches (caef-tiny@rep_*_10_*=200)")
     run.add_argument("--cells-of", action="append", metavar="SYSTEM=PATTERN",
                      help="table1, repeated: run this system on these of the cells only (e.g. a slow chat model on "
                           "'rep_*_10_*'); may be given again for another system")

@@ -55,8 +55,9 @@ def control_of(cell: str) -> str:
 # --------------------------------------------------------------------------- CAEF end to end
 
 
-def run_caef_repeated(model, cells: list[str], limit: int | None, records_dir: Path, progress=None) -> dict:
-    """CAEF traced on every cell (resumable records), each cell's failures classified."""
+def run_caef_repeated(model, cells: list[str], limit, records_dir: Path, progress=None) -> dict:
+    """CAEF traced on every cell (resumable records), each cell's failures classified; `limit` is N for
+    every cell, or a function of the cell."""
     summaries = run_caef(model, cells, limit, records_dir, progress)  # (each cell's failures classified there)
     results = {}
     for cell in cells:
@@ -203,8 +204,8 @@ class RepeatedRequest:
     speculative: bool = True
     device: str | None = None
 
-    def limit_of(self, system: System) -> int | None:
-        return system.problems_per_cell(self.limit, self.limits)
+    def limit_of(self, system: System, cell: str | None = None) -> int | None:
+        return system.problems_per_cell(self.limit, self.limits, cell)
 
 
 def run_repeated(request: RepeatedRequest, say=print) -> dict:
@@ -221,12 +222,15 @@ def run_repeated(request: RepeatedRequest, say=print) -> dict:
         limit, own_cells = request.limit_of(system), request.cells_of.get(system.name, list(request.cells))
         base = {"kind": "caef" if system.model == "caef" else "lm-eval", "paper_row": system.paper_row,
                 "description": system.description, "limit": limit, "n_cells": len(own_cells)}
+        if system.cell_limits(request.limits):
+            base["cell_limits"] = system.cell_limits(request.limits)
         reason = system.unavailable()
         if reason:
             say(f"{system.name}: skipped, {reason}")
             results["systems"][system.name] = {**base, "skipped": reason}
             continue
         if system.model != "caef":
+            limit = system.lm_eval_limit(request.limit, request.limits)
             results["systems"][system.name] = {**base, **run_baseline_repeated(system, own_cells, limit, request.work, say)}
             continue
         # CAEF runs through the runtime itself, traced, so every failure has its first divergence.
@@ -240,8 +244,11 @@ def run_repeated(request: RepeatedRequest, say=print) -> dict:
                        adapter_position_schemes={name: codec.scheme for name, codec in sorted(step_model.codecs.items())
                                                  if split_adapter_name(name)[0] != "direct"},
                        records=str(records))
-        say(f"{system.name}: {len(own_cells)} cells, {limit or 'all'} problems each, traced (records: {records}/)")
-        cells_done = run_caef_repeated(step_model, own_cells, limit, records, progress=lambda cell, r: say(
+        say(f"{system.name}: {len(own_cells)} cells, {limit or 'all'} problems each"
+            + "".join(f" ({n} on {pattern})" for pattern, n in system.cell_limits(request.limits).items())
+            + f", traced (records: {records}/)")
+        cells_done = run_caef_repeated(step_model, own_cells, lambda cell: request.limit_of(system, cell), records,
+                                       progress=lambda cell, r: say(
             f"  {cell}: {r['end_to_end']['n'] - r['end_to_end']['correct']}/{r['end_to_end']['n']} wrong"))
         results["systems"][system.name] = {**base, "records": str(records), "cells": cells_done}
     if request.onestep_per_cell:

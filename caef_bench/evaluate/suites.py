@@ -91,10 +91,11 @@ def _exact_traces(records) -> dict:
 
 
 def run_caef(model, cells, limit, records_dir: Path, progress=None, reuse: Reuse | None = None) -> dict:
-    """End-to-end, free-running: aligner (I), the executors, aligner (O), all from the model."""
+    """End-to-end, free-running: aligner (I), the executors, aligner (O), all from the model; `limit` is
+    N for every cell, or a function of the cell (the repeated suite's --limits NAME@PATTERN=N)."""
     results = {}
     for cell in cells:
-        rows = cell_problems(cell, limit)
+        rows = cell_problems(cell, limit(cell) if callable(limit) else limit)
         records, resumed = solve_cell(as_problems(rows), model, records_dir / f"caef_{cell}.jsonl", reuse, mode="traced")
         results[cell] = {"end_to_end": _summary(records), "exact trace": _exact_traces(records),
                          "outcomes": _outcomes(records), "resumed": resumed, "carried": carried_counts(records),

@@ -13,6 +13,7 @@ model_args values may name things that differ between machines:
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 from dataclasses import dataclass, field
@@ -72,9 +73,27 @@ class System:
 
         return {key: fill(value) for key, value in self.model_args.items()}
 
-    def problems_per_cell(self, limit: int | None = None, limits: dict | None = None) -> int | None:
-        """This system's N in a run: `limits` by its name (--limits), else the run's `limit`, else its own."""
-        return (limits or {}).get(self.name, limit if limit is not None else self.limit)
+    def problems_per_cell(self, limit: int | None = None, limits: dict | None = None, cell: str | None = None) -> int | None:
+        """This system's N in a run (on `cell`): `limits` by its name and a pattern the cell matches
+        (--limits NAME@PATTERN=N), else by its name (--limits NAME=N), else the run's `limit`, else its own."""
+        limits = limits or {}
+        if cell is not None:
+            for pattern, n in self.cell_limits(limits).items():
+                if fnmatch.fnmatchcase(cell, pattern):
+                    return n
+        return limits.get(self.name, limit if limit is not None else self.limit)
+
+    def lm_eval_limit(self, limit: int | None = None, limits: dict | None = None) -> int | None:
+        """This system's N for one lm-eval call, which takes a single --limit for all of its tasks."""
+        if self.cell_limits(limits):
+            raise ValueError(f"--limits {self.name}@PATTERN=N: a per-cell N is for CAEF traced by the repeated "
+                             f"suite; {self.name} runs through lm-eval, one N for all its cells")
+        return self.problems_per_cell(limit, limits)
+
+    def cell_limits(self, limits: dict | None) -> dict[str, int]:
+        """{cell pattern: N} of this system's NAME@PATTERN=N entries in `limits`, in the order given."""
+        return {key.partition("@")[2]: n for key, n in (limits or {}).items()
+                if "@" in key and key.partition("@")[0] == self.name}
 
     def lm_eval_argv(self, cells: list[str], limit: int | None, output: Path, cache: Path | None) -> list[str]:
         """The arguments of `caef-bench lm-eval` (lm-eval's own CLI) that run these cells."""

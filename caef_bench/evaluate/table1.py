@@ -187,7 +187,7 @@ def run_table1(systems: list[System], cells: list[str] | None = None, limit: int
             progress(f"{system.name}: skipped, {reason}")
             results[system.name] = {**base, "skipped": reason}
             continue
-        chosen = system.problems_per_cell(limit, limits)
+        chosen = system.lm_eval_limit(limit, limits)
         own_cells = (cells_of or {}).get(system.name, cells)
         results[system.name] = {**base, **run_system(system, own_cells, chosen, work, progress),
                                 "cells_asked": len(cells)}

@@ -8,6 +8,7 @@ examples of each class, and the paragraph of findings, whose wording follows the
 
 from __future__ import annotations
 
+import fnmatch
 import json
 from collections import Counter
 from pathlib import Path
@@ -332,11 +333,21 @@ def before_and_after(results: dict) -> list[str]:
     return lines
 
 
+def _matching(cells, pattern: str) -> int:
+    return sum(fnmatch.fnmatchcase(cell, pattern) for cell in cells)
+
+
+def _cells_text(count: int) -> str:
+    return f"{count} cell" + ("" if count == 1 else "s")
+
+
 def failure_markdown(results: dict) -> str:
     systems = results["systems"]
     ran = _systems_that_ran(results)
     n_text = "; ".join(f"`{name}` {system['limit'] if system.get('limit') else 'all'} per cell"
                        + (f" on {len(system['cells'])} of the cells" if len(system["cells"]) < len(results["cells"]) else "")
+                       + "".join(f" ({n} on {pattern}, {_cells_text(_matching(system['cells'], pattern))})"
+                                 for pattern, n in (system.get("cell_limits") or {}).items())
                        for name, system in ran.items())
     skipped = [f"`{name}` ({system['skipped']})" for name, system in systems.items() if "skipped" in system]
     own_runs = {name: system for name, system in ran.items() if system.get("kind") != PREVIOUS_KIND}

@@ -153,3 +153,12 @@ def test_a_per_cell_n_solves_each_cell_to_its_own_n_and_the_report_says_which(tm
     results = _results(0, 0)
     results["systems"]["caef-tiny"].update(limit=2, cells=cells, cell_limits=caef.cell_limits(limits))
     assert "`caef-tiny` 2 per cell (5 on rep_add_10_p*, 1 cell)" in failure_markdown(results)
+
+
+def test_small_error_rates_keep_the_decimals_their_interval_needs():
+    from caef_bench.evaluate.repeated import error_rate
+    from caef_bench.report.failures import _rate_text
+
+    assert _rate_text(error_rate(19, 8450)).startswith("0.22% [0.14, 0.35]")  # not "0% [0, 0]"
+    assert _rate_text(error_rate(3, 200)).startswith("1.5% [0.5, 4.3]")
+    assert _rate_text(error_rate(135, 208)) == "65% [58, 71] (135/208)"

@@ -30,7 +30,10 @@ PREVIOUS_KIND = "caef, previous weights"
 def _rate_text(rate: dict) -> str:
     if not rate["n"]:
         return "–"
-    return (f"{100 * rate['rate']:.0f}% [{100 * rate['ci_low']:.0f}, {100 * rate['ci_high']:.0f}] "
+    # as many decimals as the interval needs to be seen: 19 of 8,450 is 0.22% [0.14, 0.35], not "0% [0, 0]"
+    top = 100 * max(rate["rate"], rate["ci_high"])
+    digits = 0 if top >= 10 else 1 if top >= 1 else 2
+    return (f"{100 * rate['rate']:.{digits}f}% [{100 * rate['ci_low']:.{digits}f}, {100 * rate['ci_high']:.{digits}f}] "
             f"({rate['errors']}/{rate['n']})")
 
 

@@ -113,16 +113,16 @@ def test_table1_states_each_direct_adapters_samples_as_a_share_of_its_budget(tmp
     folder = _checkpoints_with_direct(tmp_path / "ck", micro_tiny_base, "standard")
     manifest_path = folder / "direct/add/manifest.json"
     manifest = json.loads(manifest_path.read_text())
-    manifest["stages"]["stage2"].update(steps=911, batch=128)  # 116,608 samples: a quarter of 466,240
+    manifest["stages"]["stage2"].update(steps=1341, batch=128)  # 171,648 samples: a quarter of 686,720
     manifest_path.write_text(json.dumps(manifest))
     system = System(name="direct", model="caef-direct", tasks="caef_table1_direct",
                     model_args={"tier": "tiny", "checkpoints": str(folder)})
     [note] = direct_training_notes({"direct": {"cells": {}}}, {"direct": system})
-    assert "add 116,608 (25.0% of 466,240)" in note and "standard ids" in note and "lower bound" in note
-    manifest["stages"]["stage2"].update(steps=3643)
+    assert "add 171,648 (25.0% of 686,720)" in note and "standard ids" in note and "lower bound" in note
+    manifest["stages"]["stage2"].update(steps=5365)
     manifest_path.write_text(json.dumps(manifest))
     [note] = direct_training_notes({"direct": {"cells": {}}}, {"direct": system})
-    assert "(100.0% of 466,240)" in note and "lower bound" not in note and "position id 0" not in note
+    assert "(100.0% of 686,720)" in note and "lower bound" not in note and "position id 0" not in note
 
 
 def test_table1_runs_the_tiny_lora_direct_row_at_100_problems_per_cell_or_more():

@@ -102,29 +102,58 @@ def preset_overrides(settings: Mapping[str, object]) -> dict:
 # What each shipped tiny adapter was trained on, summed over its rounds (the chain of
 # `initialised_from` in its manifest): its samples, the highest peak learning rate of its rounds
 # (a fresh LoRA learns less at the peak of the largest one), the shares of its last round and the
-# ids it was trained with (tests/test_presets.py checks these against checkpoints/tiny). The mul
-# and div executors had one round (80 steps x 128 at 2e-4, no shares). The preset trains each
-# adapter once on this (TINY_ADAPTER_PLANS, below).
+# ids it was trained with (tests/test_presets.py checks these against checkpoints/tiny): since issue
+# 36 the structured-operand rebuild's rounds on top of the earlier ones, every aligner under index
+# hints. The preset trains each adapter once on this (TINY_ADAPTER_PLANS, below).
 _NO_SHARES = {name: 0.0 for name in SHARES}
-_EXPR = "coupled-expr"  # aligner (I) without index hints: how the mul and div aligners were trained
+_HINTS = "coupled-hints"  # index hints: every aligner of the structured-operand rebuild (issue 36)
 SHIPPED_ROUNDS = {
-    "executor_add": {"samples": 411_200, "lr": 5e-4, "nines_share": 0.15, "long_share": 0.45, "composer_share": 0.3},
-    "executor_sub": {"samples": 243_200, "lr": 5e-4, "nines_share": 0.3, "return_share": 0.5},
-    "executor_mul": {"samples": 10_240, "lr": 2e-4, **_NO_SHARES},
-    "executor_div": {"samples": 10_240, "lr": 2e-4, **_NO_SHARES},
-    "executor_gt": {"samples": 95_680, "lr": 3e-4},
-    "executor_lt": {"samples": 180_800, "lr": 5e-4},
-    "executor_eq": {"samples": 19_840, "lr": 5e-4, "same_share": 0.25, "near_share": 0.35, "composer_share": 0.0},
-    "executor_reflection": {"samples": 127_360, "lr": 5e-4, "nines_share": 0.6, "long_share": 0.5},
-    "executor_left_mask": {"samples": 238_240, "lr": 5e-4},
-    "aligner_add": {"samples": 24_640, "lr": 5e-4, "equal_share": 0.4, "composer_share": 0.0},
-    "aligner_sub": {"samples": 121_760, "lr": 5e-4},
-    "aligner_mul": {"samples": 77_760, "lr": 5e-4, "position_scheme": _EXPR},
-    "aligner_div": {"samples": 13_760, "lr": 5e-4, **_NO_SHARES, "equal_share": 0.4, "short_share": 0.15,
-                    "position_scheme": _EXPR},
-    "aligner_gt": {"samples": 103_040, "lr": 5e-4},
-    "aligner_lt": {"samples": 103_040, "lr": 5e-4},
-    "aligner_eq": {"samples": 103_040, "lr": 5e-4},
+    "executor_add": {"samples": 513_600, "lr": 0.0005, **_NO_SHARES, "equal_share": 0.25, "short_share": 0.15,
+        "same_share": 0.2, "near_share": 0.3, "composer_share": 0.15, "nines_share": 0.15, "long_share": 0.5,
+        "structured_share": 0.5, "structured_long_share": 0.6, "wide_share": 0.2, "sub_call_share": 0.4,
+        "carry_run_share": 0.4, "top_steps_share": 0.6, "top_steps_structured_share": 0.6},
+    "executor_sub": {"samples": 396_800, "lr": 0.0005, **_NO_SHARES, "equal_share": 0.25, "short_share": 0.15,
+        "same_share": 0.2, "near_share": 0.3, "composer_share": 0.25, "nines_share": 0.3, "return_share": 0.5,
+        "long_share": 0.5, "structured_share": 0.5, "structured_long_share": 0.5},
+    "executor_mul": {"samples": 83_840, "lr": 0.0002, **_NO_SHARES, "return_share": 0.3, "structured_share":
+        0.7},
+    "executor_div": {"samples": 83_840, "lr": 0.0002, **_NO_SHARES, "return_share": 0.3, "structured_share":
+        0.7},
+    "executor_gt": {"samples": 309_440, "lr": 0.0003, **_NO_SHARES, "equal_share": 0.25, "short_share": 0.15,
+        "same_share": 0.2, "near_share": 0.3, "composer_share": 0.25, "long_share": 0.5, "structured_share":
+        0.5, "structured_long_share": 0.6},
+    "executor_lt": {"samples": 394_560, "lr": 0.0005, **_NO_SHARES, "equal_share": 0.25, "short_share": 0.15,
+        "same_share": 0.2, "near_share": 0.3, "composer_share": 0.25, "long_share": 0.5, "structured_share":
+        0.5, "structured_long_share": 0.6, "deciding_steps_share": 0.3},
+    "executor_eq": {"samples": 141_440, "lr": 0.0005, **_NO_SHARES, "equal_share": 0.25, "short_share": 0.15,
+        "same_share": 0.25, "near_share": 0.35, "long_share": 0.5, "structured_share": 0.5,
+        "structured_long_share": 0.6, "top_run_share": 0.3},
+    "executor_reflection": {"samples": 248_960, "lr": 0.0005, **_NO_SHARES, "equal_share": 0.25,
+        "short_share": 0.15, "same_share": 0.2, "near_share": 0.3, "composer_share": 0.25, "nines_share": 0.6,
+        "long_share": 0.5, "structured_share": 0.5, "structured_long_share": 0.6, "top_run_share": 0.3},
+    "executor_left_mask": {"samples": 417_440, "lr": 0.0005, **_NO_SHARES, "equal_share": 0.25, "short_share":
+        0.15, "same_share": 0.2, "near_share": 0.3, "composer_share": 0.25, "long_share": 0.5,
+        "structured_share": 0.5, "structured_long_share": 0.6, "wide_share": 0.2, "sub_call_share": 0.4},
+    "aligner_add": {"samples": 173_120, "lr": 0.0005, **_NO_SHARES, "equal_share": 0.4, "short_share": 0.15,
+        "same_share": 0.2, "near_share": 0.3, "structured_share": 0.5, "structured_long_share": 0.5,
+        "position_scheme": _HINTS},
+    "aligner_sub": {"samples": 270_240, "lr": 0.0005, **_NO_SHARES, "equal_share": 0.25, "short_share": 0.15,
+        "same_share": 0.2, "near_share": 0.3, "composer_share": 0.25, "structured_share": 0.5,
+        "structured_long_share": 0.5, "position_scheme": _HINTS},
+    "aligner_mul": {"samples": 167_360, "lr": 0.0005, **_NO_SHARES, "equal_share": 0.25, "short_share": 0.15,
+        "same_share": 0.2, "near_share": 0.3, "composer_share": 0.25, "structured_share": 0.6,
+        "position_scheme": _HINTS},
+    "aligner_div": {"samples": 103_360, "lr": 0.0005, **_NO_SHARES, "equal_share": 0.4, "short_share": 0.15,
+        "structured_share": 0.6, "position_scheme": _HINTS},
+    "aligner_gt": {"samples": 257_920, "lr": 0.0005, **_NO_SHARES, "equal_share": 0.25, "short_share": 0.15,
+        "same_share": 0.2, "near_share": 0.3, "composer_share": 0.25, "structured_share": 0.5,
+        "structured_long_share": 0.5, "position_scheme": _HINTS},
+    "aligner_lt": {"samples": 257_920, "lr": 0.0005, **_NO_SHARES, "equal_share": 0.25, "short_share": 0.15,
+        "same_share": 0.2, "near_share": 0.3, "composer_share": 0.25, "structured_share": 0.5,
+        "structured_long_share": 0.5, "position_scheme": _HINTS},
+    "aligner_eq": {"samples": 181_120, "lr": 0.0005, **_NO_SHARES, "equal_share": 0.25, "short_share": 0.15,
+        "same_share": 0.2, "near_share": 0.3, "composer_share": 0.25, "structured_share": 0.6,
+        "structured_long_share": 0.6, "position_scheme": _HINTS},
 }
 # Two changes make the rounds one run from scratch (the measurements behind them are in
 # docs/reproducibility.md):

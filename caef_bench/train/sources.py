@@ -373,8 +373,9 @@ class MachineSource:
         such a run for round and one-digit operands); half of the draws are the four steps around the
         run's end, where the carry stops (see the class docstring)."""
         while True:
-            length = rng.randint(self.LONG + 1, self.max_len + 1)  # SUB's sum: up to max_len + 1 digits
-            nines = rng.randint(self.SHORT + 1, length - 1)
+            # SUB's sum: up to max_len + 1 digits; a tier built for short operands draws its longest
+            length = rng.randint(min(self.LONG + 1, self.max_len + 1), self.max_len + 1)
+            nines = rng.randint(min(self.SHORT + 1, length - 1), length - 1)
             above = rng.choice("1234567") + "".join(rng.choice("0123456789") for _ in range(length - nines - 2))
             # the digit over the run is not 9, nor 0 when it is a's top digit (a would be all 9s)
             above = (above + rng.choice("012345678" if length - nines > 1 else "12345678"))[-(length - nines):]

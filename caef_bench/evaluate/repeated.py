@@ -220,10 +220,11 @@ def run_repeated(request: RepeatedRequest, say=print) -> dict:
     step_model = None
     for system in request.systems:
         limit, own_cells = request.limit_of(system), request.cells_of.get(system.name, list(request.cells))
+        cell_limits = system.cell_limits(request.limits)
         base = {"kind": "caef" if system.model == "caef" else "lm-eval", "paper_row": system.paper_row,
                 "description": system.description, "limit": limit, "n_cells": len(own_cells)}
-        if system.cell_limits(request.limits):
-            base["cell_limits"] = system.cell_limits(request.limits)
+        if cell_limits:
+            base["cell_limits"] = cell_limits
         reason = system.unavailable()
         if reason:
             say(f"{system.name}: skipped, {reason}")
@@ -245,7 +246,7 @@ def run_repeated(request: RepeatedRequest, say=print) -> dict:
                                                  if split_adapter_name(name)[0] != "direct"},
                        records=str(records))
         say(f"{system.name}: {len(own_cells)} cells, {limit or 'all'} problems each"
-            + "".join(f" ({n} on {pattern})" for pattern, n in system.cell_limits(request.limits).items())
+            + "".join(f" ({n} on {pattern})" for pattern, n in cell_limits.items())
             + f", traced (records: {records}/)")
         cells_done = run_caef_repeated(step_model, own_cells, lambda cell: request.limit_of(system, cell), records,
                                        progress=lambda cell, r: say(

@@ -13,10 +13,12 @@ from caef_bench.evaluate.failures import (
     classify_sequence,
     classify_step,
     mark_difference,
+    record_failures,
 )
 from caef_bench.evaluate.scoring import fisher_exact, is_correct
 from caef_bench.machines import run
 from caef_bench.runtime import Problem, reference_steps, solve_batch
+from caef_bench.runtime.records import ProblemRecord
 
 # 4848484842 + 9393939395: both operands repeat a two-digit unit (tape order |2|4|8|4|8…, |5|9|3|9|3…)
 ADD = run("add", 4848484842, 9393939395)
@@ -240,6 +242,31 @@ def test_a_traced_record_is_classified_at_its_first_divergence():
     assert (failure.where, failure.what, failure.step, failure.depth) == ("aligner (I)", "missing_repetition", 0, 0)
     assert failure.error_class == "wrong_digit" and not failure.answer_correct
     assert classify_record(record.to_dict()) == failure  # the JSON record gives the same
+
+
+class _SlipInCall(_Scripted):
+    """The machine's run, but executor_add (inside sub's call, depth 1) writes one wrong carry once."""
+
+    def generate(self, prompts, adapter):
+        outputs = super().generate(prompts, adapter)
+        if adapter == "executor_add" and not getattr(self, "slipped", False):
+            self.slipped = True
+            outputs = [outputs[0].replace("[C] 0", "[C] 1", 1) if "[C] 0" in outputs[0]
+                       else outputs[0].replace("[C] 1", "[C] 0", 1)] + outputs[1:]
+        return outputs
+
+
+def test_a_records_first_divergence_keeps_its_depth_and_step_count_when_the_steps_are_emptied():
+    """Packed records drop the step texts (docs/structured-pilot/*/add_records.tgz); the failure read
+    from one still says the slip was inside a composer's call, and how many model calls the run made."""
+    expr = "1000000-1="
+    record = solve_batch([Problem("p", expr, "999999")], _SlipInCall(expr), mode="traced")[0]
+    full = classify_record(record)
+    assert full.depth == 1 and full.where == "executor" and full.machine == "ADD"
+    packed = {**record.to_dict(), "steps": []}
+    assert classify_record(packed) == full
+    entry = record_failures([ProblemRecord.from_dict(packed)])[0]
+    assert entry["n_steps"] == record.n_steps > 0 and entry["depth"] == 1
 
 
 def test_a_right_run_is_no_failure_and_a_stopped_run_names_the_run():

@@ -76,6 +76,20 @@ def test_findings_count_the_runs_whose_steps_were_cut_where_the_records_say():
     assert "cut there by the runtime as a stop string would: 4 of 80." in findings(results)[0]
 
 
+def test_findings_tell_runs_that_left_the_machine_but_answered_right_from_wrong_answers():
+    """A traced run can slip off the machine's course and still answer right: the failures it is
+    counted among must not read as wrong answers."""
+    results = _results(3, 0)
+    cells = results["systems"]["caef-tiny"]["cells"]
+    assert "with a wrong answer" not in findings(results)[0]
+    cells["rep_add_10_p1"]["failures"] = ([{**_failure("wrong_digit"), "answer_correct": False}] * 3
+                                          + [{**_failure("wrong_digit"), "answer_correct": True}] * 2)
+    line = findings(results)[0]
+    assert ("Of the 5 failures on repeated digits (3 with a wrong answer, 2 with a step unlike the machine's "
+            "that still reached the right one; first divergence where traced)") in line
+    assert "3/40" in line  # the error rate still counts wrong answers only
+
+
 def test_a_previous_reports_caef_numbers_stand_beside_the_new_weights_and_the_change_is_tested():
     new, old = _results(0, 0, n=50), _results(30, 0)
     old.update(weights="old", command="caef-bench run --suite repeated --limit 40")

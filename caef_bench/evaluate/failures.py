@@ -407,7 +407,9 @@ def classify_record(record: ProblemRecord | dict) -> Failure | None:
                                 "I" if divergence.step == 0 else "O")
         if failure is None:  # (a divergence is recorded only where the texts differ)
             failure = Failure("executor", "other", divergence.adapter, expected=divergence.expected, got=divergence.got)
-        depth = record.steps[divergence.step].depth if divergence.step < len(record.steps) else None
+        depth = divergence.depth
+        if depth is None and divergence.step < len(record.steps):  # (records from before the divergence kept it)
+            depth = record.steps[divergence.step].depth
         return Failure(**{**asdict(failure), "step": divergence.step, "depth": depth,
                           "error_class": divergence.error_class, "answer_correct": correct})
     if correct:
@@ -468,7 +470,7 @@ def record_failures(records, problems: dict[str, dict] | None = None) -> list[di
         if failure is not None:
             problem = (problems or {}).get(record.id) or {"id": record.id, "expr": record.expr}
             entries.append({**failure_entry(problem, failure), "answer": record.answer, "target": record.target,
-                            "n_steps": len(record.steps)})
+                            "n_steps": record.n_steps})  # (not len(steps): packed records empty them)
     return entries
 
 

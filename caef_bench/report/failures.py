@@ -267,8 +267,13 @@ def findings(results: dict) -> list[str]:
             where = Counter(_component(f) for f in failures)
             what = Counter(f["what"] for f in failures)
             first, count = where.most_common(1)[0]
-            sentence += (f" Of the {len(failures)} failures on repeated digits (first divergence where traced), "
-                         f"{count} are at {first}; the commonest classes: {_share(what, len(failures))}.")
+            # A traced run can leave the machine's course and still reach the right answer (a harmless
+            # slip inside a call whose result is the same): say so, or the count reads as wrong answers.
+            right = sum(1 for f in failures if f.get("answer_correct"))
+            kept = (f"{len(failures) - right} with a wrong answer, {right} with a step unlike the machine's "
+                    f"that still reached the right one; " if right else "")
+            sentence += (f" Of the {len(failures)} failures on repeated digits ({kept}first divergence where "
+                         f"traced), {count} are at {first}; the commonest classes: {_share(what, len(failures))}.")
             repetitions = what["extra_repetition"] + what["missing_repetition"]
             sentence += (f" Extra or missing repetitions of the pattern (the paper's description): {repetitions} "
                          f"of {len(failures)}.")

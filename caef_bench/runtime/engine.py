@@ -270,7 +270,7 @@ class _FreeRunning(_Attempt):
         error_class, expected = self._compare(text)
         index = self._log_step(completion, seconds, error_class, expected, beyond)
         if error_class:
-            self.record.first_divergence = Divergence(index, self.adapter, error_class, expected, text)
+            self.record.first_divergence = Divergence(index, self.adapter, error_class, expected, text, self.depth)
         try:
             if self.phase == "align_output":
                 # The runtime answers only the problem it was asked: an expression written back with
@@ -387,7 +387,7 @@ class _TeacherForced(_Attempt):
             self.record.n_divergent_steps += 1
             if self.record.first_divergence is None:
                 self.record.first_divergence = Divergence(index, self.adapter, error_class, self.step.output,
-                                                          completion.text)
+                                                          completion.text, self.depth)
         if self.step.kind == "align_output":
             self._answer(completion.text)
         else:

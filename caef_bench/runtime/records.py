@@ -20,7 +20,7 @@ Record fields (JSON keys in the order written):
                             operands than the expression's), "no_halt", "unparseable" or "error"
     detail                  why a problem stopped early (the parse error, the step budget, ...)
     n_steps, step_budget    model calls made (aligner steps included), and the most the problem was allowed
-    first_divergence        traced modes: {step, adapter, error_class, expected, got} of the first step that
+    first_divergence        traced modes: {step, adapter, error_class, expected, got, depth} of the first step that
                             differs from the machine, or None
     n_divergent_steps       teacher forcing only: how many steps differ from the machine
     seconds, model_seconds  wall time from the start of the batch to this problem's end; its share of model time
@@ -78,6 +78,9 @@ class Divergence:
     error_class: str  # one of caef_bench.machines.ERROR_CLASSES, or "wrong_result" for aligner (O)
     expected: str
     got: str
+    # The call depth of that step (0 top machine, 1 inside a composer's call), kept here as well as in
+    # the step so a record whose steps were emptied to save space still says where it went wrong.
+    depth: int | None = None
 
 
 @dataclass

@@ -137,3 +137,35 @@ def test_a_full_fine_tune_is_evaluated_like_a_lora_adapter(tmp_path, micro_tiny_
     point = record["points"]["add/frac_1"]
     assert point["adapter"] == fingerprints["direct_add"] and point["cells"]["add_5"]["n"] == 2
     assert Fraction(point["fraction"]) == 1
+
+
+def test_the_capacity_report_sets_its_arms_side_by_side_from_their_evaluations(tmp_path, micro_tiny_base):
+    from caef_bench.evaluate.direct_curve import evaluate_curve
+    from caef_bench.report.direct_capacity import write_capacity_report
+    from caef_bench.train.curve import parse_fractions, train_curve
+
+    evaluations = []
+    for name, adapter in (("lora", {"adapter": "lora"}), ("full", {})):
+        request = _full_request(tmp_path / name, micro_tiny_base)
+        request.overrides.update(adapter)
+        train_curve(request, parse_fractions("1/2,1"))
+        evaluate_curve(tmp_path / name, tmp_path / f"{name}.json", per_cell=3, cells=["add_5"],
+                       progress=lambda line: None)
+        evaluations.append(tmp_path / f"{name}.json")
+    paths = write_capacity_report(evaluations, tmp_path / "out", "python -m caef_bench.report.direct_capacity (test)")
+    assert [p.name for p in paths] == ["direct_capacity.md", "direct_capacity.json", "direct_capacity.png"]
+    record = json.loads(paths[1].read_text())
+    assert [arm["setting"] for arm in record["arms"]] == ["LoRA r=16, alpha=32, lr 0.001, batch 4",
+                                                          "full fine-tuning, lr 0.001, batch 4"]
+    assert [p["samples"] for p in record["arms"][1]["points"]] == [8, 16] and record["digits"] == 2
+    markdown = paths[0].read_text()
+    first = markdown.split("\n\n")[1]  # the finding leads, before any table
+    assert first.startswith("Direct answering of add_5") and "LoRA r=16" in first and "full fine-tuning" in first
+    assert "| 8 " not in first and "### How this was made" in markdown and "(test)" in markdown
+    wide = tmp_path / "wide"
+    request = _full_request(wide, micro_tiny_base)
+    request.overrides["direct_draw"] = "protocol"
+    train_curve(request, parse_fractions("1"))
+    evaluate_curve(wide, tmp_path / "wide.json", per_cell=2, cells=["add_5"], progress=lambda line: None)
+    with pytest.raises(ValueError, match="fixed-length draw"):
+        write_capacity_report([*evaluations, tmp_path / "wide.json"], tmp_path / "out", "cmd")

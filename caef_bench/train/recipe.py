@@ -480,3 +480,14 @@ def run_training(request: TrainRequest) -> dict:
             break
         manifests[adapter_name(kind, op)] = train_adapter(model, codec, request, kind, op, command)
     return {"seconds": round(time.perf_counter() - started, 1), "adapters": manifests, "stopped": stopped}
+
+
+def format_summary(summary: dict, out: str | Path) -> str:
+    """What `caef-bench train` prints at the end: each adapter's one-step accuracy per test cell (when
+    checked), and where the checkpoints went."""
+    lines = []
+    for name, manifest in summary["adapters"].items():
+        accuracy = manifest.get("one_step_accuracy") or {}
+        cells = ", ".join(f"{cell} {r['accuracy']:.1%}" for cell, r in accuracy.items()) or "one-step not checked"
+        lines.append(f"{name:<22} {cells}")
+    return "\n".join([*lines, f"written to {out}/ in {summary['seconds']} s"])

@@ -53,6 +53,17 @@ def backend_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-url", help="--backend openai: the server's address, e.g. http://127.0.0.1:8000/v1")
 
 
+def adapter_arguments(parser: argparse.ArgumentParser) -> None:
+    """What an adapter is and, for the LoRA-direct ones, what they draw (preset fields)."""
+    parser.add_argument("--lora-r", type=int, help="override the preset's LoRA rank")
+    parser.add_argument("--lora-alpha", type=int, help="override the preset's LoRA alpha")
+    parser.add_argument("--adapter", choices=("lora", "full"),
+                        help="lora (the preset's) or full: every weight of the base fine-tuned, saved whole")
+    parser.add_argument("--direct-draw", metavar="DRAW",
+                        help="LoRA-direct problems: protocol (default; data.direct.LENGTH_RULE), protocol:<digits> "
+                             "(one operand length, e.g. protocol:5), or classes (uniform over length pairs, as before)")
+
+
 def stoppable(training) -> tuple[dict | None, int]:
     """(training()'s summary, 0), or (None, the signal's exit code) when a stop signal ended it
     after a step: the run saved its checkpoint, and the same command goes on."""

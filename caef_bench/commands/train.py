@@ -40,6 +40,8 @@ SHARE_HELP = {
 def register(commands) -> None:
     from caef_bench.models.positions import SCHEMES
 
+    from .common import adapter_arguments
+
     train = commands.add_parser("train", help="train CAEF adapters (and the tiny tier's base)")
     train.add_argument("--preset", default="tiny", help="tiny (default) or llama")
     train.add_argument("--out", default="checkpoints/tiny",
@@ -90,6 +92,7 @@ def register(commands) -> None:
     train.add_argument("--direct-position-scheme", choices=SCHEMES, default="standard",
                        help="the ids the LoRA-direct adapters train with, whatever the base's (default standard, "
                             "the paper's; another is its own system, not the paper's row)")
+    adapter_arguments(train)
     train.add_argument("--quiet", action="store_true")
     # jemalloc before torch is imported: the allocator is fixed when a process starts (train.allocator)
     train.set_defaults(handler=run, reexecute_with_jemalloc=True)

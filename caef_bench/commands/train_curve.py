@@ -8,6 +8,8 @@ import argparse
 def register(commands) -> None:
     from caef_bench.models.positions import SCHEMES
 
+    from .common import adapter_arguments
+
     curve = commands.add_parser(
         "train-curve", help="the LoRA-direct learning curve: one run per operator, a snapshot of its direct adapter "
                             "at each fraction of its budget (its CAEF executor's and aligner's samples)")
@@ -29,6 +31,7 @@ def register(commands) -> None:
                        help="as for train (default auto: bf16 on a GPU and on a CPU with native bf16)")
     curve.add_argument("--micro-batch-tokens", type=int,
                        help="as for train (default 4096 on a CPU, whole batches on a GPU; 0: whole batches)")
+    adapter_arguments(curve)
     curve.add_argument("--stop-after", type=float,
                        help="seconds for the whole command; the same command goes on later")
     curve.add_argument("--quiet", action="store_true")

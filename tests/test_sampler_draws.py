@@ -28,7 +28,10 @@ def _request():
 
 
 def sources() -> dict:
-    """{name: source} for every adapter plan of the tiny preset and each phase of its base."""
+    """{name: source} for every adapter plan of the tiny preset and each phase of its base; the LoRA-direct
+    plans also as the shipped direct adapters drew (`direct_draw` "classes", before issue 61)."""
+    from dataclasses import replace
+
     from caef_bench.train.presets import PRESETS
     from caef_bench.train.recipe import _base_source, _source
 
@@ -37,6 +40,8 @@ def sources() -> dict:
     for name in PRESETS["tiny"].adapter_plans:
         kind, _, op = name.partition("_")
         found[name] = _source(request, kind, op, 2)
+        if kind == "direct":
+            found[f"{name}@classes"] = _source(replace(request, overrides={"direct_draw": "classes"}), kind, op, 2)
     for index, (_steps, _lr, curriculum) in enumerate(PRESETS["tiny"].base_runs(set())):
         found[f"base_phase{index + 1}"] = _base_source(request, index, curriculum, phased=True)
     return found

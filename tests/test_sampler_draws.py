@@ -78,6 +78,24 @@ def test_every_plan_is_recorded():
     assert set(sources()) == set(RECORDED["draws"])
 
 
+def test_each_shipped_adapters_manifest_names_the_draws_its_plan_makes():
+    """The data fingerprint in each shipped adapter's manifest is the one the old code gave its plan's
+    draws, so the recorded batches are the shipped adapters' streams (the direct ones': `classes`).
+    Fingerprints name a mix's shares as fractions since (train.mix.fingerprint); a source without
+    shares keeps its fingerprint."""
+    checkpoints = Path(__file__).resolve().parents[1] / "checkpoints" / "tiny"
+    folders = {"executor": "executors", "aligner": "aligners", "direct": "direct"}
+    now = sources()
+    for name, recorded in RECORDED["draws"].items():
+        if ":draws[" not in now[name].fingerprint:
+            assert now[name].fingerprint == recorded["fingerprint"], name
+        kind, _, op = name.removesuffix("@classes").partition("_")
+        if kind == "base" or (kind == "direct" and not name.endswith("@classes")):
+            continue  # the shipped base's manifest is its last round's; the protocol's direct draws ship nowhere yet
+        manifest = json.loads((checkpoints / folders[kind] / op / "manifest.json").read_text())
+        assert manifest["data"][-1] == recorded["fingerprint"], name
+
+
 if __name__ == "__main__":
     if sys.argv[1:] != ["--write"]:
         sys.exit("usage: python tests/test_sampler_draws.py --write   (records the code's draws as the reference)")

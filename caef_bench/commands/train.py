@@ -4,41 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-# What each share draws (caef_bench.train.sources): a preset field each, overridden by --<name>-share.
-SHARE_HELP = {
-    "equal": "samples with operands of equal length",
-    "short": "samples with operands of at most 10 digits",
-    "long": "samples whose longer operand has more than 50 digits",
-    "same": "comparison and sub samples with a == b",
-    "near": "comparison and sub samples with b = a but for one digit",
-    "nines": "reflection, sub and add samples from subtractions whose b has 9s on top (REFLECTION then drops "
-             "leading zeros)",
-    "return": "sub, mul and div samples that are steps reading a callee's halt state (where it copies the "
-              "callee's result into its next state)",
-    "structured": "samples whose operands are structured: runs of one digit, periodic patterns, round numbers, a "
-                  "run then random digits, equal operands, one digit apart, b = 0 or 1 (caef_bench/data/structured.py)",
-    "structured_long": "the structured samples whose two operands have one length of more than 50 digits (what the "
-                       "50- and 100-digit repeated-digit cells hold)",
-    "wide": "add and left_mask samples from SUB's calls on two operands of one length above 90 digits, whose sums "
-            "fill a field of 101 digits",
-    "sub_call": "add and left_mask samples from SUB's calls on two operands of one length above 50 digits, half "
-                "structured, leaning on each call's first and last steps",
-    "top_run": "gt, lt and eq samples on a run of one digit below a different top digit (9777...7), the other "
-               "operand equal or one digit apart, leaning on the last steps",
-    "carry_run": "add samples carrying through a run of 11-100 9s into a digit that ends the carry (SUB's adding "
-                 "of 1), leaning on the steps where the carry ends",
-    "top_steps": "add samples that are one of the last 12 steps of ADD on two random operands of one length above "
-                 "90 digits (add_100's run, SUB's first call): the top digits",
-    "top_steps_structured": "the top-steps draws whose two operands are structured (runs of one digit, round "
-                            "numbers, ...), half of them at any step of the run",
-    "deciding_steps": "gt and lt samples that are one of the last 3 steps on two random operands of one length "
-                      "above 90 digits: the top digit pair's, which decides, and the halt",
-    "composer": "add and gt samples drawn from the calls inside SUB, MUL, DIV runs",
-}
-
-
 def register(commands) -> None:
     from caef_bench.models.positions import SCHEMES
+    from caef_bench.train.mix import SEQUENTIAL
 
     from .common import adapter_arguments
 
@@ -77,8 +45,12 @@ def register(commands) -> None:
     train.add_argument("--curriculum-steps", type=int, help="override the base steps over which operand lengths grow to max")
     train.add_argument("--adapter-init", help="train each adapter further, starting from the one of the same name "
                                               "in this folder (official layout, e.g. checkpoints/tiny)")
-    for name, what in SHARE_HELP.items():
-        train.add_argument(f"--{name.replace('_', '-')}-share", type=float, help=f"override the share of {what}")
+    train.add_argument("--share", action="append", metavar="NAME=X",
+                       help="X of each adapter's draws from NAME, over its plan's (repeatable, or NAME=X,NAME=X); "
+                            "of the draws: " + _shares("draws") + "; of a part of them: " + _shares(None)
+                            + "; the rest of the draws are the protocol's on random operands (caef_bench/train/mix.py)")
+    for name in SEQUENTIAL:  # the flags before --share, in recorded commands: chances one after another
+        train.add_argument(f"--{name.replace('_', '-')}", type=float, dest=name, help=argparse.SUPPRESS)
     train.add_argument("--anonymous-cells", action="store_true",
                        help="layer 0's attention reads every tape cell alike (models.anonymous_cells): what a run of "
                             "one digit no longer outvotes; recorded in each adapter's manifest, and the runtime "
@@ -98,13 +70,22 @@ def register(commands) -> None:
     train.set_defaults(handler=run, reexecute_with_jemalloc=True)
 
 
+def _shares(of: str | None) -> str:
+    """The shares of the draws (of="draws"), or those of a part of them with what they are part of."""
+    from caef_bench.train.mix import SHARES
+
+    if of:
+        return ", ".join(name for name, share in SHARES.items() if share.of == of)
+    return ", ".join(f"{name} ({share.of})" for name, share in SHARES.items() if share.of != "draws")
+
+
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from caef_bench.evaluate.onestep import one_step_check
     from caef_bench.machines import ALIGNED_OPS, EXECUTOR_OPS
     from caef_bench.train.presets import PRESETS, preset_overrides
-    from caef_bench.train.recipe import TrainRequest, format_summary, run_training
+    from caef_bench.train.recipe import TrainRequest, check_draws, format_summary, run_training
 
     from .common import ops, said_stopped, stoppable
 
@@ -127,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.preset != "tiny" and not args.base:
         raise ValueError(f"preset {args.preset!r} trains adapters on a given base: pass --base PATH")
+    check_draws(request)
     summary, code = stoppable(lambda: run_training(request))
     if summary is None:
         return code

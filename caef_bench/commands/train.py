@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+
 def register(commands) -> None:
     from caef_bench.models.positions import SCHEMES
     from caef_bench.train.mix import SEQUENTIAL

@@ -18,7 +18,7 @@ from caef_bench.data.structured import replace_digit, structured_pair
 from caef_bench.data.testsets import render_expr
 from caef_bench.data.training import draw_operands, nines_on_top
 from caef_bench.machines import OPERATIONS, run
-from caef_bench.train.mix import CALLERS, SAMPLERS
+from caef_bench.train.mix import CALLERS
 
 SHORT = 10  # "short" operands: at most this many digits
 LONG = 50  # "long" operands: more than this many digits

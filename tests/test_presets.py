@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from caef_bench.models.tiny import TinyShape
-from caef_bench.train.presets import ALIGNER_MIN_SAMPLES, PRESETS, SHARES, SHIPPED_ROUNDS
+from caef_bench.train.mix import SEQUENTIAL, from_sequential
+from caef_bench.train.presets import ALIGNER_MIN_SAMPLES, PRESETS, SHIPPED_ROUNDS
 from caef_bench.train.recipe import TrainRequest, run_training
 
 SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints" / "tiny"
@@ -42,8 +43,8 @@ def test_each_adapters_plan_is_its_shipped_rounds_summed(kind_folder):
         assert TINY.adapter_plans[f"{kind}_{op}"]["samples"] == budget, (kind, op)
         assert plan.stage2_steps * plan.stage2_batch >= budget > (plan.stage2_steps - 1) * plan.stage2_batch
         assert plan.lr == max(lr for _, lr in runs), (kind, op)
-        last = rounds[-1]
-        assert {s: getattr(plan, s) for s in SHARES} == {s: last["preset"].get(s, 0.0) for s in SHARES}, (kind, op)
+        last = rounds[-1]  # its shares, as the chances of their day: the same draws as the plan's mix
+        assert plan.mix == from_sequential(kind, op, {s: last["preset"][s] for s in SEQUENTIAL if last["preset"].get(s)})
         if kind == "aligner":  # executors' ids are the same under every coupled scheme
             shipped_scheme = last.get("position_scheme") or last["preset"]["position_scheme"]
             assert (SHIPPED_ROUNDS[f"{kind}_{op}"].get("position_scheme") or TINY.position_scheme) == shipped_scheme
@@ -60,7 +61,7 @@ def test_the_base_phases_are_the_shipped_bases_rounds():
 
 def test_budgets_are_samples_so_a_smaller_batch_runs_more_steps():
     at_16 = TINY.for_adapter("executor", "mul", {"stage2_batch": 16})
-    assert at_16.stage2_steps == 83_840 // 16 and at_16.lr == 2e-4 and at_16.equal_share == 0.0
+    assert at_16.stage2_steps == 83_840 // 16 and at_16.lr == 2e-4 and "equal" not in at_16.mix
     assert TINY.for_adapter("executor", "mul", {"stage2_steps": 7}).stage2_steps == 7  # explicit steps win
     assert TINY.for_adapter("aligner", "add", {"lr": 1e-3}).lr == 1e-3
     assert [steps for steps, _, _ in TINY.base_runs(set())] == [3_678, 2_800]
@@ -82,7 +83,7 @@ def test_the_direct_baseline_gets_its_caef_counterparts_budget():
     for op, samples in DIRECT_BUDGETS.items():
         plan = TINY.for_adapter("direct", op)
         assert TINY.adapter_plans[f"direct_{op}"]["samples"] == samples, op
-        assert (plan.stage2_batch, plan.lr, plan.nines_share) == (128, 2e-4, 0.0), op
+        assert (plan.stage2_batch, plan.lr, plan.mix) == (128, 2e-4, {}), op
         assert plan.stage2_steps == -(-samples // 128), op  # add: 686,720 samples are 5,365 steps of 128
     assert TINY.for_adapter("direct", "add").stage2_steps == 5_365
     assert TINY.for_adapter("direct", "div", {"stage2_batch": 64}).stage2_steps == 2_925  # 187,200 / 64
@@ -119,8 +120,13 @@ def test_the_command_line_overrides_preset_fields_and_batch_sets_the_base_and_st
     from caef_bench.cli import build_parser
     from caef_bench.train.presets import OVERRIDABLE, Preset, preset_overrides
 
-    args = vars(build_parser().parse_args(["train", "--batch", "16", "--nines-share", "0.1", "--lr", "3e-4"]))
-    assert preset_overrides(args) == {"base_batch": 16, "stage2_batch": 16, "nines_share": 0.1, "lr": 3e-4}
+    args = vars(build_parser().parse_args(["train", "--batch", "16", "--share", "nines=0.1", "--lr", "3e-4"]))
+    assert preset_overrides(args) == {"base_batch": 16, "stage2_batch": 16, "mix": {"nines": 0.1}, "lr": 3e-4}
     assert preset_overrides(vars(build_parser().parse_args(["train"]))) == {}
+    # the flags before --share, in recorded commands: the chances of their day, one adapter at a time
+    old = vars(build_parser().parse_args(["train", "--nines-share", "0.1", "--top-steps-share", "0.5"]))
+    assert preset_overrides(old) == {"sequential": {"nines_share": 0.1, "top_steps_share": 0.5}}
+    with pytest.raises(ValueError, match="one or the other"):
+        preset_overrides(vars(build_parser().parse_args(["train", "--share", "wide=0.1", "--nines-share", "0.1"])))
     assert set(OVERRIDABLE) <= set(args)  # each has its option
     assert set(OVERRIDABLE) - {"batch"} <= {f.name for f in fields(Preset)}

@@ -118,7 +118,7 @@ def test_caef_bench_commands_parse(args, line):
     elif parsed.cells:
         unknown = [c for c in parsed.cells.split(",") if c not in table1_cells() and not _placeholder(c)]
         assert not unknown, f"unknown cell(s) {unknown} in: {line}"
-    if parsed.systems:
+    if getattr(parsed, "systems", None):  # table1 and repeated run systems; caef and table2 a model
         from caef_bench.evaluate.systems import load_systems
 
         unknown = [s for s in parsed.systems.split(",") if s not in load_systems() and not _placeholder(s)]

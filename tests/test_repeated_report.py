@@ -147,18 +147,17 @@ def test_the_report_files_follow_the_records(tmp_path):
 
 def test_a_per_cell_n_solves_each_cell_to_its_own_n_and_the_report_says_which(tmp_path):
     """--limits caef-tiny=2,caef-tiny@rep_add_10_p*=5: the issue's 200 at 10 digits beside 50 elsewhere."""
-    from caef_bench.cli import _system_limits
-    from caef_bench.evaluate.systems import load_systems
+    from caef_bench.evaluate.systems import load_systems, system_limits
 
     systems = load_systems()
-    limits = _system_limits("caef-tiny=2,caef-tiny@rep_add_10_p*=5", systems)
+    limits = system_limits("caef-tiny=2,caef-tiny@rep_add_10_p*=5", systems)
     caef = systems["caef-tiny"]
     assert [caef.problems_per_cell(None, limits, cell) for cell in ("rep_add_10_p1", "rep_add_10_control")] == [5, 2]
     assert caef.problems_per_cell(None, limits) == 2 and caef.cell_limits(limits) == {"rep_add_10_p*": 5}
     with pytest.raises(ValueError, match="per-cell N is for CAEF traced"):  # lm-eval takes one --limit a call
-        systems["lora-direct-tiny"].lm_eval_limit(None, _system_limits("lora-direct-tiny@rep_add_*=3", systems))
+        systems["lora-direct-tiny"].lm_eval_limit(None, system_limits("lora-direct-tiny@rep_add_*=3", systems))
     with pytest.raises(ValueError, match="SYSTEM@CELL_PATTERN=N"):
-        _system_limits("caef-tiny@=3", systems)
+        system_limits("caef-tiny@=3", systems)
 
     oracle = BrokenModel(lambda prompt, output: output, lambda adapter, prompt: False)
     cells = run_caef_repeated(oracle, ["rep_add_10_p1", "rep_add_10_control"],

@@ -112,8 +112,8 @@ def test_a_machine_source_draws_structured_operands_at_its_share_and_leaves_othe
     adapters = [("aligner", "add"), ("executor", "gt"), ("aligner", "div")]
     plain = MachineSource(adapters, 100, seed=1)
     assert "structured" not in plain.fingerprint
-    mixed = MachineSource(adapters, 100, seed=1, structured_share=0.5)
-    assert mixed.fingerprint == plain.fingerprint + ":structured=0.5"
+    mixed = MachineSource(adapters, 100, seed=1, mix={"structured": 0.5})
+    assert mixed.fingerprint == plain.fingerprint + ":draws[structured=0.5]"
     samples = [s for step in range(6) for s in mixed.batch(step, 64)]
     share = sum("structured" in s["meta"] for s in samples) / len(samples)
     assert 0.4 < share < 0.6
@@ -123,7 +123,7 @@ def test_a_machine_source_draws_structured_operands_at_its_share_and_leaves_othe
         if meta["kind"] == "aligner" and sample["prompt"].endswith("="):  # (I): the expression of the drawn operands
             assert sample["prompt"].startswith(meta["a"]) and sample["prompt"][:-1].endswith(meta["b"])
     # with no share, the draws are those the source made before the share existed
-    again = MachineSource(adapters, 100, seed=1, structured_share=0.0)
+    again = MachineSource(adapters, 100, seed=1, mix={"structured": 0.0})
     assert [s["prompt"] for s in again.batch(3, 16)] == [s["prompt"] for s in plain.batch(3, 16)]
 
 
@@ -131,9 +131,9 @@ def test_a_long_structured_share_draws_two_long_operands_of_one_length():
     from caef_bench.train.sources import MachineSource
 
     adapters = [("aligner", "sub"), ("executor", "gt"), ("executor", "left_mask")]
-    base = MachineSource(adapters, 100, seed=2, structured_share=1.0)
-    tilted = MachineSource(adapters, 100, seed=2, structured_share=1.0, structured_long_share=1.0)
-    assert ":structured=1.0:structured_long=1.0" in tilted.fingerprint and "long" not in base.fingerprint
+    base = MachineSource(adapters, 100, seed=2, mix={"structured": 1.0})
+    tilted = MachineSource(adapters, 100, seed=2, mix={"structured": 1.0, "structured_long": 1.0})
+    assert "draws[structured=1.0,structured_long=1.0]" in tilted.fingerprint and "long" not in base.fingerprint
 
     def lengths(source):  # (the small kind's b is 0 or 1 whatever the class)
         return [(len(s["meta"]["a"]), len(s["meta"]["b"])) for step in range(4) for s in source.batch(step, 32)
@@ -153,8 +153,8 @@ def test_a_wide_share_draws_subs_calls_whose_fields_hold_101_digits():
 
     adapters = [("executor", "left_mask"), ("executor", "add")]
     plain = MachineSource(adapters, 100, seed=3)
-    wide = MachineSource(adapters, 100, seed=3, wide_share=1.0)
-    assert ":wide=1.0" in wide.fingerprint and "wide" not in plain.fingerprint
+    wide = MachineSource(adapters, 100, seed=3, mix={"wide": 1.0})
+    assert "draws[wide=1.0]" in wide.fingerprint and "wide" not in plain.fingerprint
     samples = [s for step in range(3) for s in wide.batch(step, 16)]
     assert all(s["meta"]["wide"] and s["meta"]["caller"] == "sub" for s in samples)
     # a above 90 digits (b may be shorter: b = 0 or 1, round numbers); REFLECTION pads b to a's length
@@ -172,7 +172,7 @@ def test_a_wide_share_draws_subs_calls_whose_fields_hold_101_digits():
         assert any(c.transition(s["meta"]["step"]) == (s["prompt"], s["completion"])
                    for c in callees if s["meta"]["step"] < len(c))
     # the share leaves other executors' draws alone
-    assert _draws_as_without("gt", seed=3, wide_share=1.0)
+    assert _draws_as_without("gt", seed=3, wide=1.0)
 
 
 def test_a_sub_call_share_draws_subs_calls_above_50_digits_leaning_on_the_halting_steps():
@@ -180,9 +180,9 @@ def test_a_sub_call_share_draws_subs_calls_above_50_digits_leaning_on_the_haltin
     from caef_bench.train.sources import MachineSource
 
     adapters = [("executor", "left_mask"), ("executor", "add")]
-    source = MachineSource(adapters, 100, seed=5, sub_call_share=1.0)
-    assert ":sub_calls=1.0" in source.fingerprint
-    assert "sub_calls" not in MachineSource(adapters, 100, seed=5, wide_share=1.0).fingerprint
+    source = MachineSource(adapters, 100, seed=5, mix={"sub_calls": 1.0})
+    assert "draws[sub_calls=1.0]" in source.fingerprint
+    assert "sub_calls" not in MachineSource(adapters, 100, seed=5, mix={"wide": 1.0}).fingerprint
     samples = [s for step in range(6) for s in source.batch(step, 32)]
     assert all(s["meta"]["sub_call"] for s in samples)
     # a above 50 digits, never only above 90: the repeated cells' 50-digit subtractions are in them
@@ -207,15 +207,15 @@ def test_a_sub_call_share_draws_subs_calls_above_50_digits_leaning_on_the_haltin
     # a uniform step of a run of 50-420 steps is one of its last three well under a tenth of the time
     assert tail > len(samples) / 3
     # the share leaves other executors' draws alone
-    assert _draws_as_without("gt", seed=5, sub_call_share=1.0)
+    assert _draws_as_without("gt", seed=5, sub_calls=1.0)
 
 
 def test_a_top_run_share_draws_comparisons_of_a_run_below_another_top_digit():
     from caef_bench.train.sources import MachineSource
 
-    source = MachineSource([("executor", "eq"), ("executor", "gt")], 100, seed=7, top_run_share=1.0)
-    assert ":top_runs=1.0" in source.fingerprint
-    assert "top_runs" not in MachineSource([("executor", "add")], 100, seed=7, top_run_share=1.0).fingerprint
+    source = MachineSource([("executor", "eq"), ("executor", "gt")], 100, seed=7, mix={"top_runs": 1.0})
+    assert "draws[top_runs=1.0]" in source.fingerprint
+    assert "top_runs" not in MachineSource([("executor", "add")], 100, seed=7, mix={"top_runs": 1.0}).fingerprint
     samples = [s for step in range(4) for s in source.batch(step, 32)]
     assert all(s["meta"]["top_run"] for s in samples)
     tops = 0
@@ -230,15 +230,15 @@ def test_a_top_run_share_draws_comparisons_of_a_run_below_another_top_digit():
     # the steps where equal operands' heads reach the top digit are drawn often, not once in a million
     assert tops > len(samples) / 10
     assert any(len(s["meta"]["a"]) > 50 for s in samples) and any(len(s["meta"]["a"]) <= 50 for s in samples)
-    assert _draws_as_without("add", seed=7, top_run_share=1.0)
+    assert _draws_as_without("add", seed=7, top_runs=1.0)
 
 
 def test_a_carry_run_share_draws_additions_carrying_through_a_run_of_nines_to_its_end():
     from caef_bench.train.sources import MachineSource
 
-    source = MachineSource([("executor", "add")], 100, seed=7, carry_run_share=1.0)
-    assert ":carry_runs=1.0" in source.fingerprint
-    assert "carry_runs" not in MachineSource([("executor", "gt")], 100, seed=7, carry_run_share=1.0).fingerprint
+    source = MachineSource([("executor", "add")], 100, seed=7, mix={"carry_runs": 1.0})
+    assert "draws[carry_runs=1.0]" in source.fingerprint
+    assert "carry_runs" not in MachineSource([("executor", "gt")], 100, seed=7, mix={"carry_runs": 1.0}).fingerprint
     samples = [s for step in range(4) for s in source.batch(step, 32)]
     assert all(s["meta"]["carry_run"] for s in samples)
     ends = 0
@@ -253,12 +253,14 @@ def test_a_carry_run_share_draws_additions_carrying_through_a_run_of_nines_to_it
     # drawn uniformly, that step is one in 50-100; here about one in eight (half the draws are the
     # four steps from the one before it)
     assert ends > len(samples) / 10
-    assert _draws_as_without("gt", seed=7, carry_run_share=1.0)
+    assert _draws_as_without("gt", seed=7, carry_runs=1.0)
 
 
 def test_a_carry_run_under_a_single_top_digit_keeps_that_digit_above_0():
     import random
 
+    from caef_bench.train.mix import chances
+    from caef_bench.train.samplers import carry_runs
     from caef_bench.train.sources import MachineSource
 
     class Lowest(random.Random):
@@ -273,18 +275,20 @@ def test_a_carry_run_under_a_single_top_digit_keeps_that_digit_above_0():
         def random(self):
             return 0.0
 
-    sample = MachineSource([("executor", "add")], 100, seed=7, carry_run_share=1.0)._carry_run_sample(Lowest())
+    source = MachineSource([("executor", "add")], 100, seed=7, mix={"carry_runs": 1.0})
+    sample = carry_runs(source, "add", Lowest(), None, chances("executor", "add", source.mix))
     a = sample["meta"]["a"]
     # one digit over a run of one hundred 9s: 0 there would leave a run with nothing to stop its carry
     assert len(a) == 101 and a.endswith("9" * 100) and a[0] in "12345678"
 
 
 def test_a_top_steps_share_draws_the_last_steps_of_long_random_sums():
-    from caef_bench.train.sources import MachineSource, _calls_of
+    from caef_bench.train.samplers import calls_of
+    from caef_bench.train.sources import MachineSource
 
-    source = MachineSource([("executor", "add")], 100, seed=7, top_steps_share=1.0)
-    assert ":top_steps=1.0" in source.fingerprint
-    assert "top_steps" not in MachineSource([("executor", "gt")], 100, seed=7, top_steps_share=1.0).fingerprint
+    source = MachineSource([("executor", "add")], 100, seed=7, mix={"top_steps": 1.0})
+    assert "draws[top_steps=1.0]" in source.fingerprint
+    assert "top_steps" not in MachineSource([("executor", "gt")], 100, seed=7, mix={"top_steps": 1.0}).fingerprint
     samples = [s for step in range(3) for s in source.batch(step, 32)]
     callers = {"add": 0, "sub": 0}
     for s in samples:
@@ -292,21 +296,21 @@ def test_a_top_steps_share_draws_the_last_steps_of_long_random_sums():
         a, b, caller = int(meta["a"]), int(meta["b"]), meta["caller"]
         assert meta["top_steps"] and 90 < len(meta["a"]) == len(meta["b"]) <= 100
         # ADD's own run on the pair, or SUB's first call of ADD (a + reflection(b))
-        callee = run("add", a, b) if caller == "add" else _calls_of("add", "sub", a, b)[0]
+        callee = run("add", a, b) if caller == "add" else calls_of("add", "sub", a, b)[0]
         assert len(callee) - TOP_STEPS_DRAWN <= meta["step"] < len(callee)
         assert callee.transition(meta["step"]) == (s["prompt"], s["completion"])
         callers[caller] += 1
     assert min(callers.values()) > len(samples) / 4
     # half the pairs are exactly 100 digits, Table 1's add_100 and sub_100
     assert sum(len(s["meta"]["a"]) == 100 for s in samples) > len(samples) / 3
-    assert _draws_as_without("gt", seed=7, top_steps_share=1.0)
+    assert _draws_as_without("gt", seed=7, top_steps=1.0)
 
 
 def test_a_top_steps_structured_share_puts_structured_long_sums_among_the_top_steps_draws():
     from caef_bench.train.sources import MachineSource
 
-    source = MachineSource([("executor", "add")], 100, seed=7, top_steps_share=1.0, top_steps_structured_share=0.5)
-    assert ":top_steps=1.0:top_steps_structured=0.5:both_sub_calls" in source.fingerprint
+    source = MachineSource([("executor", "add")], 100, seed=7, mix={"top_steps": 1.0, "top_steps_structured": 0.5})
+    assert "draws[top_steps=1.0,top_steps_structured=0.5]" in source.fingerprint
     samples = [s for step in range(4) for s in source.batch(step, 32)]
     drawn = [(s, *_drawn_call(s)) for s in samples]
     # SUB's draws from both of its ADD calls: a + reflection(b), then that sum + 1
@@ -325,17 +329,17 @@ def test_a_top_steps_structured_share_puts_structured_long_sums_among_the_top_st
     assert sum(any(d * 10 in s["meta"]["a"] + " " + s["meta"]["b"] for d in "0123456789")
                for s, _ in structured) > len(structured) / 2
     # without the share every top-steps draw is on random operands
-    plain = MachineSource([("executor", "add")], 100, seed=7, top_steps_share=1.0)
+    plain = MachineSource([("executor", "add")], 100, seed=7, mix={"top_steps": 1.0})
     assert not any(s["meta"].get("structured") for s in plain.batch(1, 32))
 
 
 def test_a_deciding_steps_share_draws_the_top_pair_of_long_random_comparisons():
     from caef_bench.train.sources import MachineSource
 
-    source = MachineSource([("executor", "lt"), ("executor", "gt")], 100, seed=7, deciding_steps_share=1.0)
-    assert ":deciding_steps=1.0" in source.fingerprint
+    source = MachineSource([("executor", "lt"), ("executor", "gt")], 100, seed=7, mix={"deciding_steps": 1.0})
+    assert "draws[deciding_steps=1.0]" in source.fingerprint
     for other in ("add", "eq"):
-        assert "deciding_steps" not in MachineSource([("executor", other)], 100, seed=7, deciding_steps_share=1.0).fingerprint
+        assert "deciding_steps" not in MachineSource([("executor", other)], 100, seed=7, mix={"deciding_steps": 1.0}).fingerprint
     samples = [s for step in range(3) for s in source.batch(step, 32)]
     from_the_end = []
     for s in samples:
@@ -353,22 +357,22 @@ def test_a_deciding_steps_share_draws_the_top_pair_of_long_random_comparisons():
     # half the pairs exactly 100 digits, Table 1's 100-digit cells
     assert sum(len(s["meta"]["a"]) == 100 for s in samples) > len(samples) / 3
     # the other executors' draws are as without the share
-    assert _draws_as_without("add", seed=7, deciding_steps_share=1.0)
-    assert _draws_as_without("eq", seed=7, deciding_steps_share=1.0)
+    assert _draws_as_without("add", seed=7, deciding_steps=1.0)
+    assert _draws_as_without("eq", seed=7, deciding_steps=1.0)
 
 
 def _drawn_call(sample: dict) -> tuple[int, object]:
     """(index, run) of the ADD run a top-steps sample was drawn from: the pair's own run for the
     caller add, SUB's calls of ADD in order for sub (the one whose step is the sample's input)."""
-    from caef_bench.train.sources import _calls_of
+    from caef_bench.train.samplers import calls_of
 
     meta = sample["meta"]
     a, b, step = int(meta["a"]), int(meta["b"]), meta["step"]
-    runs = [run("add", a, b)] if meta["caller"] == "add" else _calls_of("add", "sub", a, b)
+    runs = [run("add", a, b)] if meta["caller"] == "add" else calls_of("add", "sub", a, b)
     return next((i, r) for i, r in enumerate(runs) if step < len(r) and r.transition(step)[0] == sample["prompt"])
 
 
-TOP_STEPS_DRAWN = 12  # MachineSource.TOP_STEPS, written out: the test states what is drawn
+TOP_STEPS_DRAWN = 12  # samplers.TOP_STEPS, written out: the test states what is drawn
 
 
 def _draws_as_without(op: str, seed: int, **share) -> bool:
@@ -376,7 +380,7 @@ def _draws_as_without(op: str, seed: int, **share) -> bool:
     machines leaves its draws alone."""
     from caef_bench.train.sources import MachineSource
 
-    def prompts(**shares) -> list[str]:
-        return [s["prompt"] for s in MachineSource([("executor", op)], 100, seed=seed, **shares).batch(0, 8)]
+    def prompts(mix) -> list[str]:
+        return [s["prompt"] for s in MachineSource([("executor", op)], 100, seed=seed, mix=mix).batch(0, 8)]
 
-    return prompts(**share) == prompts()
+    return prompts(share) == prompts({})

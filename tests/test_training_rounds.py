@@ -94,7 +94,7 @@ def test_equal_and_short_operands_get_the_shares_asked_for():
     from caef_bench.train.sources import MachineSource
 
     plain = MachineSource([("executor", "add")], max_len=100, seed=0)
-    weighted = MachineSource([("executor", "add")], max_len=100, seed=0, equal_share=0.4, short_share=0.2)
+    weighted = MachineSource([("executor", "add")], max_len=100, seed=0, mix={"equal": 0.4, "short": 0.2})
     assert "equal" not in plain.fingerprint and "equal=0.4" in weighted.fingerprint
 
     def shares(source):
@@ -111,8 +111,8 @@ def test_comparisons_get_equal_and_one_digit_apart_pairs_at_the_step_that_decide
     from caef_bench.machines import run
     from caef_bench.train.sources import MachineSource
 
-    source = MachineSource([("executor", "eq")], max_len=30, seed=0, same_share=0.3, near_share=0.4)
-    assert "same=0.3:near=0.4" in source.fingerprint
+    source = MachineSource([("executor", "eq")], max_len=30, seed=0, mix={"same": 0.3, "near": 0.4})
+    assert "same=0.3,near=0.4" in source.fingerprint
     samples = source.batch(0, 2000)
     pairs = [(s["meta"]["a"], s["meta"]["b"]) for s in samples]
     same = sum(a == b for a, b in pairs) / len(pairs)
@@ -130,14 +130,13 @@ def test_comparisons_get_equal_and_one_digit_apart_pairs_at_the_step_that_decide
     assert 0.45 < deciding / len(near) < 0.7
     # Other machines draw as before.
     plain = MachineSource([("executor", "add")], max_len=30, seed=0)
-    assert MachineSource([("executor", "add")], max_len=30, seed=0, near_share=0.4).batch(3, 8) == plain.batch(3, 8)
+    assert MachineSource([("executor", "add")], max_len=30, seed=0, mix={"near": 0.4}).batch(3, 8) == plain.batch(3, 8)
 
 
 def test_sub_pairs_have_differences_with_leading_zeros():
     from caef_bench.train.sources import MachineSource
 
-    source = MachineSource([("executor", "sub")], max_len=30, seed=0, same_share=0.2, near_share=0.3)
-    assert ":sub_pairs" in source.fingerprint
+    source = MachineSource([("executor", "sub")], max_len=30, seed=0, mix={"same": 0.2, "near": 0.3})
     pairs = [(int(s["meta"]["a"]), int(s["meta"]["b"])) for s in source.batch(0, 1000)]
     assert all(a >= b for a, b in pairs)  # still a non-negative difference
     assert 0.18 < sum(a == b for a, b in pairs) / len(pairs) < 0.25
@@ -149,8 +148,8 @@ def test_composer_share_draws_transitions_of_the_calls_composers_make():
     from caef_bench.machines import run
     from caef_bench.train.sources import MachineSource
 
-    source = MachineSource([("executor", "add")], max_len=20, seed=0, composer_share=0.5)
-    assert "composer=0.5" in source.fingerprint
+    source = MachineSource([("executor", "add")], max_len=20, seed=0, mix={"composer_calls": 0.5})
+    assert "composer_calls=0.5" in source.fingerprint
     samples = source.batch(0, 400)
     called = [s for s in samples if "caller" in s["meta"]]
     assert 0.4 < len(called) / len(samples) < 0.6
@@ -164,7 +163,7 @@ def test_composer_share_draws_transitions_of_the_calls_composers_make():
     assert any("[HEAD1] |" in s["prompt"] and s["prompt"].split("[HEAD1] ")[1].split("[HEAD2]")[0]
                == s["prompt"].split("[HEAD2] ")[1].split(" [C]")[0] for s in called if s["meta"]["caller"] == "mul")
     assert MachineSource([("executor", "add")], max_len=20, seed=0).batch(3, 8) == \
-        MachineSource([("executor", "add")], max_len=20, seed=0, composer_share=0.0).batch(3, 8)
+        MachineSource([("executor", "add")], max_len=20, seed=0, mix={"composer_calls": 0.0}).batch(3, 8)
 
 
 def test_adapters_on_a_given_base_use_its_scheme_unless_told_otherwise(tmp_path):
@@ -227,7 +226,7 @@ def test_nines_share_draws_the_steps_that_carry_reflections_dropped_zeros(op):
     from caef_bench.machines import parse, run
     from caef_bench.train.sources import MachineSource
 
-    source = MachineSource([("executor", op)], max_len=30, seed=0, nines_share=0.5)
+    source = MachineSource([("executor", op)], max_len=30, seed=0, mix={"nines": 0.5})
     assert "nines=0.5" in source.fingerprint
     samples = source.batch(0, 300)
     drawn = [s for s in samples if s["meta"].get("nines")]
@@ -253,7 +252,7 @@ def test_nines_share_draws_the_steps_that_carry_reflections_dropped_zeros(op):
         assert 0.3 < sum("LEFT" in c for c in commands) / len(commands) < 0.7
     # without the share the stream is the one it always was
     assert MachineSource([("executor", op)], max_len=30, seed=0).batch(3, 8) == \
-        MachineSource([("executor", op)], max_len=30, seed=0, nines_share=0.0).batch(3, 8)
+        MachineSource([("executor", op)], max_len=30, seed=0, mix={"nines": 0.0}).batch(3, 8)
 
 
 def test_return_share_draws_the_composer_steps_that_read_a_callees_halt():
@@ -261,7 +260,7 @@ def test_return_share_draws_the_composer_steps_that_read_a_callees_halt():
     from caef_bench.machines.text import HALT_LINE
     from caef_bench.train.sources import MachineSource
 
-    source = MachineSource([("executor", "sub")], max_len=30, seed=0, return_share=0.5)
+    source = MachineSource([("executor", "sub")], max_len=30, seed=0, mix={"returns": 0.5})
     assert "returns=0.5" in source.fingerprint
     samples = source.batch(0, 300)
     drawn = [s for s in samples if s["meta"].get("returns")]
@@ -273,31 +272,33 @@ def test_return_share_draws_the_composer_steps_that_read_a_callees_halt():
     # every such step of SUB's runs is drawn (REFLECTION's return, each ADD's, LEFT_MASK's)
     assert {s["meta"]["step"] for s in drawn} == {1, 2, 3, 4}
     # machines that call nothing, and an unweighted stream, are as they always were
-    assert "returns" not in MachineSource([("executor", "add")], max_len=30, seed=0, return_share=0.5).fingerprint
+    assert "returns" not in MachineSource([("executor", "add")], max_len=30, seed=0, mix={"returns": 0.5}).fingerprint
     assert MachineSource([("executor", "sub")], max_len=30, seed=0).batch(3, 8) == \
-        MachineSource([("executor", "sub")], max_len=30, seed=0, return_share=0.0).batch(3, 8)
+        MachineSource([("executor", "sub")], max_len=30, seed=0, mix={"returns": 0.0}).batch(3, 8)
 
 
 def test_long_share_draws_operands_of_more_than_fifty_digits_and_leaves_other_streams_alone():
+    from caef_bench.train.samplers import LONG
     from caef_bench.train.sources import MachineSource
 
     def long_part(source):
         lengths = [max(len(s["meta"]["a"]), len(s["meta"]["b"] or "")) for s in source.batch(0, 400)]
-        return sum(n > MachineSource.LONG for n in lengths) / len(lengths)
+        return sum(n > LONG for n in lengths) / len(lengths)
 
     for op in ("add", "reflection"):
-        source = MachineSource([("executor", op)], max_len=100, seed=0, equal_share=0.2, long_share=0.6)
+        source = MachineSource([("executor", op)], max_len=100, seed=0, mix={"equal": 0.2, "long": 0.6})
         assert "long=0.6" in source.fingerprint
         # uniform over (len a, len b) classes, 3 in 4 have an operand above 50 digits (equal ones 1 in 2);
         # (0.7 with equal_share 0.2); with 0.6 of the draws from those alone, 0.85
-        unweighted = long_part(MachineSource([("executor", op)], max_len=100, seed=0, equal_share=0.2))
+        unweighted = long_part(MachineSource([("executor", op)], max_len=100, seed=0, mix={"equal": 0.2}))
         assert 0.62 < unweighted < 0.78 and 0.79 < long_part(source) < 0.92, op
-    nines = MachineSource([("executor", "reflection")], max_len=100, seed=0, nines_share=1.0, long_share=1.0)
-    assert all(len(s["meta"]["a"]) > MachineSource.LONG for s in nines.batch(0, 100))
+    nines = MachineSource([("executor", "reflection")], max_len=100, seed=0, mix={"nines": 1.0, "nines_long": 1.0})
+    assert all(len(s["meta"]["a"]) > LONG for s in nines.batch(0, 100))
     # without it, weighted and nines streams are the ones they always were
-    for shares in ({"equal_share": 0.4, "short_share": 0.2}, {"nines_share": 0.5}):
-        assert MachineSource([("executor", "reflection")], max_len=100, seed=0, **shares).batch(3, 8) == \
-            MachineSource([("executor", "reflection")], max_len=100, seed=0, long_share=0.0, **shares).batch(3, 8)
+    for mix in ({"equal": 0.4, "short": 0.2}, {"nines": 0.5}):
+        assert MachineSource([("executor", "reflection")], max_len=100, seed=0, mix=mix).batch(3, 8) == \
+            MachineSource([("executor", "reflection")], max_len=100, seed=0,
+                          mix={**mix, "long": 0.0, "nines_long": 0.0}).batch(3, 8)
 
 
 def test_half_the_nines_draws_have_a_run_of_one_or_two_nines_as_random_pairs_mostly_do():
@@ -312,8 +313,8 @@ def test_half_the_nines_draws_have_a_run_of_one_or_two_nines_as_random_pairs_mos
 
     assert sum(n <= 2 for n in runs(0.0)) < 30  # uniform over 1..100
     assert 0.45 < sum(n <= 2 for n in runs(0.5)) / 400 < 0.6
-    source = MachineSource([("executor", "reflection")], max_len=100, seed=0, nines_share=1.0)
-    assert "few_nines" in source.fingerprint
+    source = MachineSource([("executor", "reflection")], max_len=100, seed=0, mix={"nines": 1.0})
+    assert "draws[nines=1.0]" in source.fingerprint
     zeros = [len(str(int(s["meta"]["b"]))) - len(str(int(s["meta"]["b"])).lstrip("9")) for s in source.batch(0, 200)
              if str(s["meta"]["b"]).startswith("9")]
     assert sum(n <= 2 for n in zeros) > len(zeros) / 3

@@ -153,3 +153,39 @@ def load_systems(folder: str | Path = BASELINES_DIR) -> dict[str, System]:
     if not systems:
         raise FileNotFoundError(f"no system files (*.yaml) in {folder}")
     return systems
+
+
+def choose_systems(names: str | None) -> tuple[dict[str, System], list[str]]:
+    """Every system of baselines/ and the names a comma-separated `names` picks (default all); an
+    unknown name is an error naming the known ones."""
+    systems = load_systems()
+    chosen = names.split(",") if names else list(systems)
+    unknown = [name for name in chosen if name not in systems]
+    if unknown:
+        raise ValueError(f"unknown system(s) {', '.join(unknown)}; systems in baselines/: {', '.join(systems)}")
+    return systems, chosen
+
+
+def cells_of(items: list[str] | None, systems, cells: list[str], select_cells) -> dict[str, list[str]]:
+    """--cells-of NAME=PATTERN,... (repeatable) -> {system: its cells}: a slow system on fewer of the
+    suite's `cells`; select_cells turns the patterns into cell names."""
+    chosen = {}
+    for item in items or ():
+        name, _, patterns = item.partition("=")
+        if name not in systems:
+            raise ValueError(f"--cells-of: unknown system {name!r}; systems in baselines/: {', '.join(systems)}")
+        chosen[name] = [cell for cell in select_cells(patterns) if cell in cells]
+    return chosen
+
+
+def system_limits(text: str | None, known) -> dict[str, int]:
+    """--limits 'caef-tiny=10,lora-direct-tiny=50,caef-tiny@rep_*_10_*=200' -> {name or name@pattern: N}."""
+    limits = {}
+    for item in (i for i in (text or "").split(",") if i):
+        key, equals, value = item.partition("=")
+        name, _, pattern = key.partition("@")
+        if not equals or not value.isdigit() or name not in known or (key != name and not pattern):
+            raise ValueError(f"--limits takes SYSTEM=N or SYSTEM@CELL_PATTERN=N, comma-separated, with systems of "
+                             f"baselines/ ({', '.join(known)}), not {item!r}")
+        limits[key] = int(value)
+    return limits

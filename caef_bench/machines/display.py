@@ -47,3 +47,24 @@ def format_run(run: Run) -> str:
 
     show(run, "", "")
     return "\n".join(lines)
+
+
+def traced(operands: list[str], op: str | None = None) -> tuple[str, Run, str | None]:
+    """What `caef-bench trace` shows: (label, the run, its aligned answer or None for an auxiliary
+    machine) from an expression such as '45+67=', or with `op` from that machine's operands."""
+    from . import BY_MACHINE, align_output, lookup, parse_expression
+    from .ops import start
+
+    if op:
+        operation = lookup(op)
+        if len(operands) != operation.arity:
+            raise ValueError(f"{op} takes {operation.arity} operand(s), got {len(operands)}")
+        machine_run, label = start(op, *operands), f"{op}({', '.join(operands)})"
+    else:
+        if len(operands) != 1:
+            raise ValueError("give one expression such as '45+67=' (quote it), or --op OP A [B]")
+        expression = parse_expression(operands[0])
+        machine_run, label = start(expression.op, expression.a, expression.b), str(expression)
+    # The auxiliary machines (reflection, left mask) have no expression form to align back to.
+    answer = align_output(machine_run.text(-1)) if BY_MACHINE[machine_run.machine].symbol else None
+    return label, machine_run, answer

@@ -204,3 +204,13 @@ def comparison_lines(results: dict, committed: dict) -> list[str]:
     head = (f"compared with the committed table: {inside} of {total} cells inside the committed 95% intervals"
             + (":" if lines else "") if total else "no cell in common with the committed table")
     return [head, *lines]
+
+
+def compare_with_committed(results: dict, out: str | Path, committed: str | Path = Path("results") / "table1.json"
+                           ) -> list[str]:
+    """comparison_lines against the committed reference table, when there is one and `out` is not
+    where it lives (a run that rewrites the reference compares with nothing)."""
+    committed = Path(committed)
+    if not committed.is_file() or Path(out).resolve() == committed.parent.resolve():
+        return []
+    return comparison_lines(results, json.loads(committed.read_text()))

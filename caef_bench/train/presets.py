@@ -7,11 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from caef_bench.models.names import adapter_name
-
-SHARES = ("equal_share", "short_share", "same_share", "near_share", "composer_share", "nines_share", "return_share",
-          "long_share", "structured_share", "structured_long_share", "wide_share",
-          "sub_call_share", "top_run_share", "carry_run_share", "top_steps_share",
-          "top_steps_structured_share", "deciding_steps_share")
+from caef_bench.train import mix as mixes
 
 
 @dataclass(frozen=True)
@@ -40,23 +36,9 @@ class Preset:
     max_len: int = 100  # operand lengths 1..max_len
     curriculum_steps: int = 0  # >0: operand lengths grow from 8 to max_len over these base steps
     position_scheme: str = "standard"
-    equal_share: float = 0.0  # share of samples drawn from equal-length classes (caef_bench.train.sources)
-    short_share: float = 0.0  # share drawn from classes of operands of at most 10 digits
-    same_share: float = 0.0  # comparisons and sub: share of samples with a == b
-    near_share: float = 0.0  # comparisons and sub: share with b = a but for one digit
-    composer_share: float = 0.0  # add, gt: share of transitions from the calls composers make
-    nines_share: float = 0.0  # reflection, sub, add: share from subtractions with 9s on top of b
-    return_share: float = 0.0  # sub, mul, div: share of the steps that read a callee's halt state
-    long_share: float = 0.0  # share drawn from classes whose longer operand has more than 50 digits
-    structured_share: float = 0.0  # share whose operands are structured (data.structured: runs, round numbers, ...)
-    structured_long_share: float = 0.0  # of those, the share with two operands of one length above 50 digits
-    wide_share: float = 0.0  # add, left_mask: share from SUB's calls on 91-100-digit operands (101-digit fields)
-    sub_call_share: float = 0.0  # add, left_mask: share from SUB's calls on 51-100-digit operands, halting steps weighted
-    top_run_share: float = 0.0  # gt, lt, eq: share of runs below a different top digit, its last steps weighted
-    carry_run_share: float = 0.0  # add: share of a carry through a long run of 9s, the step where it ends weighted
-    top_steps_share: float = 0.0  # add: share of the last steps of long random sums (add_100, SUB's first call)
-    top_steps_structured_share: float = 0.0  # of the top-steps draws, the share on structured operands, any step
-    deciding_steps_share: float = 0.0  # gt, lt: share of the last steps of long random comparisons (the top pair)
+    # What the samples are drawn from (train.mix): {share: fraction of the draws}; the rest are the
+    # protocol's draws on random operands.
+    mix: Mapping[str, float] = field(default_factory=dict)
     decay: str = "constant"  # learning-rate schedule after warm-up: constant or cosine
     target_modules: str | tuple[str, ...] = "all-linear"
     adapter: str = "lora"  # "lora" (lora_r, lora_alpha on target_modules) or "full": every weight of the base trained
@@ -68,8 +50,15 @@ class Preset:
     # classes (no shares).
     base_phases: tuple[BasePhase, ...] = ()
     # Per adapter ("executor_add"): its stage-2 budget in samples and the preset fields it trains
-    # with instead of the preset's ("lr", the shares). Every adapter keeps the base's ids.
+    # with instead of the preset's ("lr", "mix"). Every adapter keeps the base's ids.
     adapter_plans: dict = field(default_factory=dict)
+
+    def overridden(self, overrides: dict) -> Preset:
+        """This preset with a command's overrides: fields replaced, but the mix's shares each over the
+        preset's (`--share nines=0.2` keeps the others). `sequential` (the flags before the mix) is
+        one adapter's to convert: for_adapter."""
+        fields = {name: value for name, value in overrides.items() if name not in ("mix", "sequential")}
+        return replace(self, **fields, mix={**self.mix, **overrides.get("mix", {})})
 
     def for_adapter(self, kind: str, op: str, overrides: dict | None = None) -> Preset:
         """This preset as one adapter trains with it: its plan, then the command line's overrides
@@ -77,7 +66,10 @@ class Preset:
         overrides = overrides or {}
         plan = dict(self.adapter_plans.get(adapter_name(kind, op), {}))
         samples = plan.pop("samples", None)
-        preset = replace(self, **{**plan, **overrides})
+        preset = replace(self, **plan).overridden(overrides)
+        if overrides.get("sequential"):  # the old flags: the plan's settings in their terms, some replaced
+            settings = {**mixes.to_sequential(kind, op, preset.mix), **overrides["sequential"]}
+            preset = replace(preset, mix=mixes.from_sequential(kind, op, settings))
         if samples is not None and "stage2_steps" not in overrides:
             preset = replace(preset, stage2_steps=math.ceil(samples / preset.stage2_batch))
         return preset
@@ -91,73 +83,74 @@ class Preset:
 
 
 # Settings a command may override, by name: each a Preset field, but `batch`, which sets the base's
-# and stage 2's batch (stage 1's stays the preset's).
+# and stage 2's batch (stage 1's stays the preset's). The mix's shares come as `share`, a list of
+# NAME=X (train.mix.parse), or as the flags before the mix (`<name>_share`, train.mix.SEQUENTIAL).
 OVERRIDABLE = ("base_steps", "stage1_steps", "stage2_steps", "max_len", "batch", "base_lr", "lr", "curriculum_steps",
-               *SHARES, "position_scheme", "lora_r", "lora_alpha", "adapter", "direct_draw")
+               "position_scheme", "lora_r", "lora_alpha", "adapter", "direct_draw")
 _FIELDS_OF = {"batch": ("base_batch", "stage2_batch")}
 
 
 def preset_overrides(settings: Mapping[str, object]) -> dict:
     """The preset fields that `settings` (e.g. the command line's, None where not given) override."""
-    return {field_name: settings[name] for name in OVERRIDABLE if settings.get(name) is not None
-            for field_name in _FIELDS_OF.get(name, (name,))}
+    overrides = {field_name: settings[name] for name in OVERRIDABLE if settings.get(name) is not None
+                 for field_name in _FIELDS_OF.get(name, (name,))}
+    sequential = {name: settings[name] for name in mixes.SEQUENTIAL if settings.get(name) is not None}
+    if settings.get("share") and sequential:
+        raise ValueError("--share sets fractions of the draws, the --<name>-share flags the chances before it: "
+                         "give one or the other")
+    if settings.get("share"):
+        overrides["mix"] = mixes.parse(settings["share"])
+    if sequential:
+        overrides["sequential"] = sequential
+    return overrides
 
 
 # What each shipped tiny adapter was trained on, summed over its rounds (the chain of
 # `initialised_from` in its manifest): its samples, the highest peak learning rate of its rounds
-# (a fresh LoRA learns less at the peak of the largest one), the shares of its last round and the
-# ids it was trained with (tests/test_presets.py checks these against checkpoints/tiny): since issue
-# 36 the structured-operand rebuild's rounds on top of the earlier ones, every aligner under index
+# (a fresh LoRA learns less at the peak of the largest one), the mix of its last round and the ids
+# it was trained with (tests/test_presets.py checks these against checkpoints/tiny): since issue 36
+# the structured-operand rebuild's rounds on top of the earlier ones, every aligner under index
 # hints. The preset trains each adapter once on this (TINY_ADAPTER_PLANS, below).
-_NO_SHARES = {name: 0.0 for name in SHARES}
+# The mixes are fractions of each adapter's draws (train.mix); the manifests record the same draws
+# in the sequential shares of their time (mix.from_sequential: executor_add's top_steps_share 0.6,
+# after nines_share 0.15, is 0.51 of its draws), and the draws are the same to the byte
+# (tests/test_sampler_draws.py). Left of the draws: the protocol's draw on random operands.
+_LENGTHS = {"equal": 0.25, "short": 0.15, "long": 0.5}  # of the draws from length classes
+_ALIGNER_LENGTHS = {"equal": 0.25, "short": 0.15}
 _HINTS = "coupled-hints"  # index hints: every aligner of the structured-operand rebuild (issue 36)
 SHIPPED_ROUNDS = {
-    "executor_add": {"samples": 513_600, "lr": 0.0005, **_NO_SHARES, "equal_share": 0.25, "short_share": 0.15,
-        "same_share": 0.2, "near_share": 0.3, "composer_share": 0.15, "nines_share": 0.15, "long_share": 0.5,
-        "structured_share": 0.5, "structured_long_share": 0.6, "wide_share": 0.2, "sub_call_share": 0.4,
-        "carry_run_share": 0.4, "top_steps_share": 0.6, "top_steps_structured_share": 0.6},
-    "executor_sub": {"samples": 396_800, "lr": 0.0005, **_NO_SHARES, "equal_share": 0.25, "short_share": 0.15,
-        "same_share": 0.2, "near_share": 0.3, "composer_share": 0.25, "nines_share": 0.3, "return_share": 0.5,
-        "long_share": 0.5, "structured_share": 0.5, "structured_long_share": 0.5},
-    "executor_mul": {"samples": 83_840, "lr": 0.0002, **_NO_SHARES, "return_share": 0.3,
-        "structured_share": 0.7},
-    "executor_div": {"samples": 83_840, "lr": 0.0002, **_NO_SHARES, "return_share": 0.3,
-        "structured_share": 0.7},
-    "executor_gt": {"samples": 309_440, "lr": 0.0003, **_NO_SHARES, "equal_share": 0.25, "short_share": 0.15,
-        "same_share": 0.2, "near_share": 0.3, "composer_share": 0.25, "long_share": 0.5,
-        "structured_share": 0.5, "structured_long_share": 0.6},
-    "executor_lt": {"samples": 394_560, "lr": 0.0005, **_NO_SHARES, "equal_share": 0.25, "short_share": 0.15,
-        "same_share": 0.2, "near_share": 0.3, "composer_share": 0.25, "long_share": 0.5,
-        "structured_share": 0.5, "structured_long_share": 0.6, "deciding_steps_share": 0.3},
-    "executor_eq": {"samples": 141_440, "lr": 0.0005, **_NO_SHARES, "equal_share": 0.25, "short_share": 0.15,
-        "same_share": 0.25, "near_share": 0.35, "long_share": 0.5, "structured_share": 0.5,
-        "structured_long_share": 0.6, "top_run_share": 0.3},
-    "executor_reflection": {"samples": 248_960, "lr": 0.0005, **_NO_SHARES, "equal_share": 0.25,
-        "short_share": 0.15, "same_share": 0.2, "near_share": 0.3, "composer_share": 0.25, "nines_share": 0.6,
-        "long_share": 0.5, "structured_share": 0.5, "structured_long_share": 0.6, "top_run_share": 0.3},
-    "executor_left_mask": {"samples": 417_440, "lr": 0.0005, **_NO_SHARES, "equal_share": 0.25,
-        "short_share": 0.15, "same_share": 0.2, "near_share": 0.3, "composer_share": 0.25, "long_share": 0.5,
-        "structured_share": 0.5, "structured_long_share": 0.6, "wide_share": 0.2, "sub_call_share": 0.4},
-    "aligner_add": {"samples": 173_120, "lr": 0.0005, **_NO_SHARES, "equal_share": 0.4, "short_share": 0.15,
-        "same_share": 0.2, "near_share": 0.3, "structured_share": 0.5, "structured_long_share": 0.5,
-        "position_scheme": _HINTS},
-    "aligner_sub": {"samples": 270_240, "lr": 0.0005, **_NO_SHARES, "equal_share": 0.25, "short_share": 0.15,
-        "same_share": 0.2, "near_share": 0.3, "composer_share": 0.25, "structured_share": 0.5,
-        "structured_long_share": 0.5, "position_scheme": _HINTS},
-    "aligner_mul": {"samples": 167_360, "lr": 0.0005, **_NO_SHARES, "equal_share": 0.25, "short_share": 0.15,
-        "same_share": 0.2, "near_share": 0.3, "composer_share": 0.25, "structured_share": 0.6,
-        "position_scheme": _HINTS},
-    "aligner_div": {"samples": 103_360, "lr": 0.0005, **_NO_SHARES, "equal_share": 0.4, "short_share": 0.15,
-        "structured_share": 0.6, "position_scheme": _HINTS},
-    "aligner_gt": {"samples": 257_920, "lr": 0.0005, **_NO_SHARES, "equal_share": 0.25, "short_share": 0.15,
-        "same_share": 0.2, "near_share": 0.3, "composer_share": 0.25, "structured_share": 0.5,
-        "structured_long_share": 0.5, "position_scheme": _HINTS},
-    "aligner_lt": {"samples": 257_920, "lr": 0.0005, **_NO_SHARES, "equal_share": 0.25, "short_share": 0.15,
-        "same_share": 0.2, "near_share": 0.3, "composer_share": 0.25, "structured_share": 0.5,
-        "structured_long_share": 0.5, "position_scheme": _HINTS},
-    "aligner_eq": {"samples": 181_120, "lr": 0.0005, **_NO_SHARES, "equal_share": 0.25, "short_share": 0.15,
-        "same_share": 0.2, "near_share": 0.3, "composer_share": 0.25, "structured_share": 0.6,
-        "structured_long_share": 0.6, "position_scheme": _HINTS},
+    "executor_add": {"samples": 513_600, "lr": 0.0005, "mix": {
+        "nines": 0.15, "top_steps": 0.51, "wide": 0.068, "sub_calls": 0.1088, "carry_runs": 0.06528,
+        "composer_calls": 0.014688, "structured": 0.041616, **_LENGTHS, "nines_long": 0.5, "structured_long": 0.6,
+        "top_steps_structured": 0.6}},
+    "executor_sub": {"samples": 396_800, "lr": 0.0005, "mix": {
+        "nines": 0.3, "structured": 0.35, "same": 0.07, "near": 0.105, **_LENGTHS, "returns": 0.5,
+        "nines_long": 0.5, "structured_long": 0.5}},
+    "executor_mul": {"samples": 83_840, "lr": 0.0002, "mix": {"structured": 0.7, "returns": 0.3}},
+    "executor_div": {"samples": 83_840, "lr": 0.0002, "mix": {"structured": 0.7, "returns": 0.3}},
+    "executor_gt": {"samples": 309_440, "lr": 0.0003, "mix": {
+        "composer_calls": 0.25, "structured": 0.375, "same": 0.075, "near": 0.1125, **_LENGTHS,
+        "structured_long": 0.6}},
+    "executor_lt": {"samples": 394_560, "lr": 0.0005, "mix": {
+        "deciding_steps": 0.3, "structured": 0.35, "same": 0.07, "near": 0.105, **_LENGTHS, "structured_long": 0.6}},
+    "executor_eq": {"samples": 141_440, "lr": 0.0005, "mix": {
+        "top_runs": 0.3, "structured": 0.35, "same": 0.0875, "near": 0.1225, **_LENGTHS, "structured_long": 0.6}},
+    "executor_reflection": {"samples": 248_960, "lr": 0.0005, "mix": {
+        "nines": 0.6, "structured": 0.2, **_LENGTHS, "nines_long": 0.5, "structured_long": 0.6}},
+    "executor_left_mask": {"samples": 417_440, "lr": 0.0005, "mix": {
+        "wide": 0.2, "sub_calls": 0.32, "structured": 0.24, "structured_long": 0.6}},
+    "aligner_add": {"samples": 173_120, "lr": 0.0005, "position_scheme": _HINTS, "mix": {
+        "structured": 0.5, "equal": 0.4, "short": 0.15, "structured_long": 0.5}},
+    "aligner_sub": {"samples": 270_240, "lr": 0.0005, "position_scheme": _HINTS, "mix": {
+        "structured": 0.5, "same": 0.1, "near": 0.15, **_ALIGNER_LENGTHS, "structured_long": 0.5}},
+    "aligner_mul": {"samples": 167_360, "lr": 0.0005, "position_scheme": _HINTS, "mix": {"structured": 0.6}},
+    "aligner_div": {"samples": 103_360, "lr": 0.0005, "position_scheme": _HINTS, "mix": {"structured": 0.6}},
+    "aligner_gt": {"samples": 257_920, "lr": 0.0005, "position_scheme": _HINTS, "mix": {
+        "structured": 0.5, "same": 0.1, "near": 0.15, **_ALIGNER_LENGTHS, "structured_long": 0.5}},
+    "aligner_lt": {"samples": 257_920, "lr": 0.0005, "position_scheme": _HINTS, "mix": {
+        "structured": 0.5, "same": 0.1, "near": 0.15, **_ALIGNER_LENGTHS, "structured_long": 0.5}},
+    "aligner_eq": {"samples": 181_120, "lr": 0.0005, "position_scheme": _HINTS, "mix": {
+        "structured": 0.6, "same": 0.08, "near": 0.12, **_ALIGNER_LENGTHS, "structured_long": 0.6}},
 }
 # Two changes make the rounds one run from scratch (the measurements behind them are in
 # docs/reproducibility.md):
@@ -181,7 +174,7 @@ TINY_ADAPTER_PLANS = {name: _one_run(name, shipped) for name, shipped in SHIPPED
 for _op in ("add", "sub", "mul", "div", "gt", "lt", "eq"):
     TINY_ADAPTER_PLANS[adapter_name("direct", _op)] = {
         "samples": sum(TINY_ADAPTER_PLANS[adapter_name(kind, _op)]["samples"] for kind in ("executor", "aligner")),
-        "lr": 2e-4, **_NO_SHARES}
+        "lr": 2e-4, "mix": {}}
 
 # The shipped base's two rounds: 3,678 steps x 128, lengths growing over the first 1,471, then
 # 2,800 steps x 128 at full length, with no shares. The preset pre-trains under the ids its
@@ -200,13 +193,13 @@ PRESETS = {
     # No stage 1: with coupled positions a prose prefix pushes every field of the state
     # thousands of position ids away from where the base learnt to copy it.
     # Equal-length and short operands get extra weight: they are what the test cells hold;
-    # the comparisons get equal and one-digit-apart pairs (caef_bench.train.sources).
+    # the comparisons get equal and one-digit-apart pairs (caef_bench.train.mix).
     # coupled-hints: coupled positions plus index hints for both aligners (caef_bench.models.positions).
     # Batch 128 is what the shipped checkpoints trained with; budgets are in samples, so
     # --batch 16 on a CPU runs eight times the steps.
     "tiny": Preset("tiny", lora_r=16, lora_alpha=32, lr=1e-3, stage1_batch=4, stage2_batch=128,
                    stage1_steps=0, stage2_steps=300, base_steps=50_000, base_lr=1e-3, base_batch=128,
                    curriculum_steps=20_000, position_scheme="coupled-hints", decay="cosine",
-                   equal_share=0.25, short_share=0.15, same_share=0.2, near_share=0.3, composer_share=0.25,
+                   mix={"composer_calls": 0.25, "same": 0.2, "near": 0.3, "equal": 0.25, "short": 0.15},
                    base_phases=TINY_BASE_PHASES, adapter_plans=TINY_ADAPTER_PLANS),
 }

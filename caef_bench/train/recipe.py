@@ -24,7 +24,7 @@ from typing import Any, Callable
 from caef_bench.machines import ALIGNED_OPS, EXECUTOR_OPS
 from caef_bench.models.names import adapter_name
 from caef_bench.train.loop import CPU_FAST_MIN_HIDDEN, RunOptions, RunPlan, describe_device, train
-from caef_bench.train.presets import PRESETS, SHARES, Preset
+from caef_bench.train.presets import PRESETS, Preset
 from caef_bench.train.sources import DirectSource, FileSource, MachineSource
 
 KIND_FOLDERS = {"executor": "executors", "aligner": "aligners", "direct": "direct"}
@@ -96,7 +96,7 @@ class TrainRequest:
 
     @property
     def recipe(self) -> Preset:
-        return replace(PRESETS[self.preset], **self.overrides)
+        return PRESETS[self.preset].overridden(self.overrides)
 
     def recipe_for(self, kind: str, op: str) -> Preset:
         """The preset with this adapter's plan (budget, learning rate, shares) and the overrides."""
@@ -142,12 +142,7 @@ def _source(request: TrainRequest, kind: str, op: str, stage: int):
         return None  # explanations exist for the machines only
     if kind == "direct" and recipe.direct_draw != "classes":
         return DirectSource(op, recipe.direct_draw, request.seed + stage)
-    return MachineSource([(kind, op)], recipe.max_len, request.seed + stage, stage=stage, **_mixture(recipe))
-
-
-def _mixture(recipe: Preset) -> dict:
-    """The preset's weighting of the machines' draws, as MachineSource takes it."""
-    return {name: getattr(recipe, name) for name in SHARES}
+    return MachineSource([(kind, op)], recipe.max_len, request.seed + stage, stage=stage, mix=recipe.mix)
 
 
 def _recorded(recipe: Preset) -> dict:
@@ -226,12 +221,15 @@ def _base_source(request: TrainRequest, index: int, curriculum: int, phased: boo
                        and ".stage1." not in p.name)
         return FileSource(files, request.seed + index)
     # The machines the run trains adapters for (all of them by default). Phases draw uniformly
-    # over the length classes; one overridden run takes the preset's shares.
+    # over the length classes; one overridden run takes the preset's mix.
     recipe = request.recipe
     every = [("executor", op) for op in EXECUTOR_OPS] + [("aligner", op) for op in ALIGNED_OPS]
     adapters = [("executor", op) for op in request.executors] + [("aligner", op) for op in request.aligners]
-    shares = {name: 0.0 for name in SHARES} if phased else _mixture(recipe)
-    return MachineSource(adapters or every, recipe.max_len, request.seed + index, curriculum_steps=curriculum, **shares)
+    if not phased and request.overrides.get("sequential"):
+        raise ValueError("the --<name>-share flags convert one adapter's draws; the base's run of all machines "
+                         "takes --share NAME=X")
+    return MachineSource(adapters or every, recipe.max_len, request.seed + index, curriculum_steps=curriculum,
+                         mix={} if phased else recipe.mix)
 
 
 @dataclass
@@ -498,3 +496,30 @@ def run_training(request: TrainRequest) -> dict:
             break
         manifests[adapter_name(kind, op)] = train_adapter(model, codec, request, kind, op, command)
     return {"seconds": round(time.perf_counter() - started, 1), "adapters": manifests, "stopped": stopped}
+
+
+def format_summary(summary: dict, out: str | Path) -> str:
+    """What `caef-bench train` prints at the end: each adapter's one-step accuracy per test cell (when
+    checked), and where the checkpoints went."""
+    lines = []
+    for name, manifest in summary["adapters"].items():
+        accuracy = manifest.get("one_step_accuracy") or {}
+        cells = ", ".join(f"{cell} {r['accuracy']:.1%}" for cell, r in accuracy.items()) or "one-step not checked"
+        lines.append(f"{name:<22} {cells}")
+    return "\n".join([*lines, f"written to {out}/ in {summary['seconds']} s"])
+
+
+def check_draws(request: TrainRequest) -> None:
+    """Each adapter's mix can be drawn, and each --share names draws of one of the adapters: a bad
+    share fails before the base's hours of pre-training, not after."""
+    from caef_bench.train import mix as mixes
+
+    adapters = [(kind, op) for kind, ops in (("executor", request.executors), ("aligner", request.aligners),
+                                             ("direct", request.direct)) for op in ops]
+    for kind, op in adapters:
+        mixes.chances(kind, op, request.recipe_for(kind, op).mix)
+    idle = [name for name in request.overrides.get("mix", {})
+            if not any(mixes.SHARES[name].applies(kind, op) for kind, op in adapters)]
+    if idle:
+        raise ValueError(f"--share {', '.join(idle)}: no adapter this command trains draws from it "
+                         f"(train.mix.SHARES says whose draws each share is for)")

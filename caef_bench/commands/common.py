@@ -1,0 +1,82 @@
+"""What several commands share: operator lists, the device, the step model and its options."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def say(line: str) -> None:
+    """Progress for a person watching: stderr, so stdout stays what the command reports."""
+    print(line, file=sys.stderr, flush=True)
+
+
+def ops(text: str | None, allowed: tuple[str, ...], default: tuple[str, ...]) -> tuple[str, ...]:
+    """A comma-separated --executors/--aligners/--ops value; None keeps the default, '' means none."""
+    if text is None:
+        return default
+    chosen = tuple(o for o in text.split(",") if o)
+    unknown = [o for o in chosen if o not in allowed]
+    if unknown:
+        raise ValueError(f"unknown op(s) {', '.join(unknown)}; expected some of {','.join(allowed)}")
+    return chosen
+
+
+def device(args: argparse.Namespace) -> str:
+    from caef_bench.models.loading import default_device
+
+    return default_device(args.device)
+
+
+def step_model(args: argparse.Namespace):
+    """The model behind `solve`, `run` and `serve`: the tier here, or the server at --base-url."""
+    from caef_bench.runtime.backends import step_model as backend_step_model
+
+    return backend_step_model(args.backend, args.model, args.checkpoints, speculative=not args.no_speculative,
+                              device=args.device, base_url=args.base_url)
+
+
+def model_arguments(parser: argparse.ArgumentParser, tier_help: str = "tier: tiny (default), smollm2-135m, "
+                                                                        "llama-3.1-8b") -> None:
+    parser.add_argument("--model", default="tiny", help=tier_help)
+    parser.add_argument("--checkpoints", help="adapter folder to use instead of the tier's")
+
+
+def device_argument(parser: argparse.ArgumentParser, example: str = "cpu, cuda, …") -> None:
+    parser.add_argument("--device", help=f"{example} (default: cuda when available)")
+
+
+def backend_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--backend", choices=("hf", "openai"), default="hf",
+                        help="hf: the tier in this process (default); openai: each step a completion request to "
+                             "the OpenAI-compatible server at --base-url, model = the adapter's name")
+    parser.add_argument("--base-url", help="--backend openai: the server's address, e.g. http://127.0.0.1:8000/v1")
+
+
+def adapter_arguments(parser: argparse.ArgumentParser) -> None:
+    """What an adapter is and, for the LoRA-direct ones, what they draw (preset fields)."""
+    parser.add_argument("--lora-r", type=int, help="override the preset's LoRA rank")
+    parser.add_argument("--lora-alpha", type=int, help="override the preset's LoRA alpha")
+    parser.add_argument("--adapter", choices=("lora", "full"),
+                        help="lora (the preset's) or full: every weight of the base fine-tuned, saved whole")
+    parser.add_argument("--direct-draw", metavar="DRAW",
+                        help="LoRA-direct problems: protocol (default; data.direct.LENGTH_RULE), protocol:<digits> "
+                             "(one operand length, e.g. protocol:5), or classes (uniform over length pairs, as before)")
+
+
+def stoppable(training) -> tuple[dict | None, int]:
+    """(training()'s summary, 0), or (None, the signal's exit code) when a stop signal ended it
+    after a step: the run saved its checkpoint, and the same command goes on."""
+    from caef_bench.train.loop import TrainingInterrupted
+
+    try:
+        return training(), 0
+    except TrainingInterrupted as stop:
+        print(f"caef-bench: {stop}; the same command goes on from there", file=sys.stderr)
+        return None, stop.exit_code
+
+
+def said_stopped(summary: dict) -> int:
+    if summary["stopped"]:
+        print(f"stopped: {summary['stopped']}; the same command goes on from there")
+    return 0

@@ -1,0 +1,249 @@
+"""The named samplers of executor training draws: each draws a kind of step that the protocol's draw
+(uniform over length classes, random operands) holds too rarely for a model to learn it, and that a
+measured failure of the tiny tier pointed at. An adapter's mix (train.mix) says what share of its
+draws each one makes; docs/research/samplers-history.md tells the rounds that found each.
+
+A sampler is `draw(source, op, rng, longest, chances) -> sample`: source the MachineSource (its
+max_len, excluded expressions, length classes), longest the curriculum's longest operand, chances
+the adapter's mix as rolls (train.mix.Chances). Every random number is drawn in a fixed order: the
+shipped adapters' draws depend on it (tests/test_sampler_draws.py).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Callable
+
+from caef_bench.data.structured import replace_digit, structured_pair
+from caef_bench.data.testsets import render_expr
+from caef_bench.data.training import draw_operands, nines_on_top
+from caef_bench.machines import OPERATIONS, run
+from caef_bench.train.mix import CALLERS
+
+SHORT = 10  # "short" operands: at most this many digits
+LONG = 50  # "long" operands: more than this many digits
+WIDE_ABOVE = 90  # the wide, top-steps and deciding-steps draws: operands above this, up to max_len
+FEW_NINES = 0.5  # nines draws with a run of one or two 9s (data.training.nines_on_top)
+SUB_CALL_EQUAL = 0.1  # sub-call draws with a == b: LEFT_MASK erases a whole field of zeros
+SUB_CALL_PLAIN_ADD = 0.25  # add's sub-call draws that are ADD's own run on the pair
+TOP_STEPS = 12  # the top-steps draws: one of the run's last this many steps
+DECIDING_STEPS = 3  # a comparison's: the top pair's step, the one writing the answer, the halt
+
+
+def calls_of(op: str, composer: str, a: int, b: int) -> list:
+    """The runs of op's machine that a composer run on (a, b) calls, in order."""
+    machine = OPERATIONS[op].machine
+    return [callee for _, callee in run(composer, a, b).calls() if callee.machine == machine]
+
+
+def call_transition(op: str, composer: str, a: int, b: int, callee, step: int, **meta) -> dict:
+    """A training sample: one transition of a call that a composer run on (a, b) made (the caller
+    "add": ADD's own run on the pair, see sub_calls)."""
+    source, target = callee.transition(step)
+    meta = {"kind": "executor", "op": op, "a": str(a), "b": str(b), "caller": composer, **meta, "step": step}
+    return {"prompt": source, "completion": target, "meta": meta}
+
+
+def _unexcluded(source, op: str, draw: Callable[[], tuple[int, int]]) -> tuple[int, int]:
+    """draw() again until its expression is not one the source leaves out (a test set's)."""
+    while True:
+        a, b = draw()
+        if render_expr(op, a, b) not in source.excluded:
+            return a, b
+
+
+def nines(source, op: str, rng: random.Random, longest: int | None, chances) -> dict:
+    """Subtractions whose b has 9s on top: REFLECTION's result then has leading zeros, dropped one q2
+    step each, and SUB's first ADD gets a shorter b. About one random subtraction in 100 does this,
+    and only at its q2 tail, so these draws take the steps that carry the zeros (a third of
+    REFLECTION's on a complement whose top digit is kept, so that q2 is not learnt as "drop"); half
+    the runs of 9s are one or two long, as most are in random pairs."""
+    top = longest or source.max_len
+    long = chances.nines_long and top > LONG and rng.random() < chances.nines_long
+    length = rng.randint(LONG + 1, top) if long else rng.randint(1, top)
+    a, b = _unexcluded(source, "sub", lambda: nines_on_top(rng, length, few_share=FEW_NINES))
+    sub = run("sub", a, b)
+    if op == "sub":
+        machine_run, step = sub, rng.choice((1, 2))
+    elif op == "reflection":
+        machine_run = sub.phases[1].callee
+        last = len(machine_run) - 1
+        roll = rng.random()
+        if roll < 1 / 3:  # a complement whose top digit is not zero, to be kept
+            a, b = 10**length - 1, rng.randrange(10 ** (length - 1), 9 * 10 ** (length - 1)) if length > 1 \
+                else rng.randrange(9)
+            machine_run = run("reflection", a, b)
+            # the step that writes `CMD q2`, the step into q2 (it halts next), or the halt
+            step = machine_run.n_q1_end - 1 + rng.choices((0, 1, 2), (0.4, 0.4, 0.2))[0]
+        elif roll < 2 / 3 and last - 1 > machine_run.n_q1_end:  # the step that writes `CMD q2`, or one
+            step = rng.randrange(machine_run.n_q1_end - 1, last - 1)  # whose next state drops a zero
+        else:  # the step whose next state halts after the last zero, or the halt itself
+            step = last - 1 if rng.random() < 0.5 else last
+    else:
+        machine_run = sub.phases[2].callee
+        step = rng.randrange(len(machine_run))
+    meta = {"kind": "executor", "op": op, "a": str(a), "b": str(b), "caller": "sub", "step": step, "nines": True}
+    return source.transition(op, machine_run, step, meta)
+
+
+def top_steps(source, op: str, rng: random.Random, longest: int | None, chances) -> dict:
+    """One of ADD's last TOP_STEPS steps on two operands of one length above WIDE_ABOVE digits (half of
+    them max_len): ADD's own run (add_100) or SUB's calls (a + reflection(b), 101 digits). The tiny
+    tier's add_100 and sub_100 failures were all there, a carry or digit read wrong 3-6 cells below
+    the top, a step a uniform draw of a 100-digit run reaches once in ~100 draws. A share of these
+    (top_steps_structured) is on structured operands, half at any step: drawn on random operands
+    only, the tops mended and 100-digit runs of one digit broke."""
+    length = _top_length(source, rng)
+    caller = "add" if rng.random() < 0.5 else "sub"
+    share = chances.top_steps_structured
+    structured = bool(share) and rng.random() < share
+    if structured:
+        a, b = _unexcluded(source, caller, lambda: structured_pair(rng, caller, (length, length))[1])
+    else:
+        a, b = _unexcluded(source, caller, lambda: draw_operands(caller, (length, length), rng))
+    calls = [run("add", a, b)] if caller == "add" else calls_of("add", "sub", a, b)
+    # with the structured share, SUB's adding of 1 too (its second call)
+    callee = rng.choice(calls) if caller == "sub" and share else calls[0]
+    last = len(callee) - 1
+    anywhere = structured and rng.random() < 0.5
+    step = rng.randint(0, last) if anywhere else rng.randint(max(0, last - TOP_STEPS + 1), last)
+    meta = {"top_steps": True, "structured": True} if structured else {"top_steps": True}
+    return call_transition("add", caller, a, b, callee, step, **meta)
+
+
+def _top_length(source, rng: random.Random) -> int:
+    """Both operands' length in a top-steps or deciding-steps draw: above WIDE_ABOVE digits, half of
+    them max_len, the length of Table 1's 100-digit cells."""
+    return source.max_len if rng.random() < 0.5 else rng.randint(min(WIDE_ABOVE + 1, source.max_len), source.max_len)
+
+
+def _long_sub_pair(source, rng: random.Random, above: int, equal: float = 0.0) -> tuple[int, int]:
+    """Two operands of SUB of one length above `above` digits: half structured, else random; a share
+    `equal` of them a == b (SUB's difference is then all zeros: LEFT_MASK erases 10^n)."""
+    length = rng.randint(min(above + 1, source.max_len), source.max_len)
+    while True:
+        if equal and rng.random() < equal:
+            a, _ = draw_operands("sub", (length, length), rng)
+            b = a
+        elif rng.random() < 0.5:
+            _, (a, b) = structured_pair(rng, "sub", (length, length))
+        else:
+            a, b = draw_operands("sub", (length, length), rng)
+        if render_expr("sub", a, b) not in source.excluded:
+            return a, b
+
+
+def wide(source, op: str, rng: random.Random, longest: int | None, chances) -> dict:
+    """SUB's calls of ADD or LEFT_MASK on two operands of one length above WIDE_ABOVE digits: the sum
+    a + reflection(b) then has 101 digits, one more than any operand drawn, the only fields of 101
+    cells a run holds. LEFT_MASK's and ADD's halting steps there were where most wrong 100-digit
+    subtractions first went wrong. Half the draws are the call's first or last step; half the
+    operand pairs are structured; the curriculum does not apply, these draws exist for their length."""
+    a, b = _long_sub_pair(source, rng, WIDE_ABOVE)
+    callee = rng.choice(calls_of(op, "sub", a, b))
+    last = len(callee) - 1
+    roll = rng.random()
+    step = 0 if roll < 0.25 else last if roll < 0.5 else rng.randint(0, last)
+    return call_transition(op, "sub", a, b, callee, step, wide=True)
+
+
+def sub_calls(source, op: str, rng: random.Random, longest: int | None, chances) -> dict:
+    """SUB's calls of ADD or LEFT_MASK (a quarter of add's: ADD's own run on the pair) on two operands
+    of one length above LONG digits, a tenth of them equal: ADD's halting steps on sums of repeated
+    digits and LEFT_MASK erasing 10^50 when a == b failed there. The draws lean on the call's first
+    step (20%) and its last three (40%), where its head reaches the top cell and it halts."""
+    a, b = _long_sub_pair(source, rng, LONG, equal=SUB_CALL_EQUAL)
+    if op == "add" and rng.random() < SUB_CALL_PLAIN_ADD:
+        callee, caller = run("add", a, b), "add"
+    else:
+        callee, caller = rng.choice(calls_of(op, "sub", a, b)), "sub"
+    last = len(callee) - 1
+    roll = rng.random()
+    step = 0 if roll < 0.2 else rng.randint(max(0, last - 2), last) if roll < 0.6 else rng.randint(0, last)
+    return call_transition(op, caller, a, b, callee, step, sub_call=True)
+
+
+def deciding_steps(source, op: str, rng: random.Random, longest: int | None, chances) -> dict:
+    """One of a comparison's last DECIDING_STEPS steps on two random operands of one length above
+    WIDE_ABOVE digits: the step reading the top digit pair, which decides nearly every such
+    comparison, then the answer and the halt. A uniform step of a random 100-digit comparison is
+    that step once in ~8,000 draws, and an executor right on every other step answered 1 < 9 wrong
+    there. (EQUAL halts at the first digits that differ: its random runs are short.)"""
+    length = _top_length(source, rng)
+    a, b = _unexcluded(source, op, lambda: draw_operands(op, (length, length), rng))
+    machine_run = run(op, a, b)
+    last = len(machine_run) - 1
+    step = rng.randint(max(0, last - DECIDING_STEPS + 1), last)
+    meta = {"kind": "executor", "op": op, "a": str(a), "b": str(b), "deciding_steps": True}
+    return source.transition(op, machine_run, step, meta)
+
+
+def top_runs(source, op: str, rng: random.Random, longest: int | None, chances) -> dict:
+    """A comparison on a run of one digit below a different top digit (`9777…7`, 11-100 digits), the
+    other operand equal, one digit apart inside the run, or apart in its top digit; half the draws
+    are the run's last three steps, where the heads reach the top digit. An executor wrote the
+    run's digit for the top one there; structured draws hold that pair at that step a few times in
+    a million samples."""
+    long = rng.random() < 0.5
+    length = rng.randint(LONG + 1, source.max_len) if long else rng.randint(SHORT + 1, LONG)
+    while True:
+        top = rng.choice("123456789")
+        digits = top + rng.choice([d for d in "0123456789" if d != top]) * (length - 1)
+        roll = rng.random()
+        other = (digits if roll < 0.5 else replace_digit(rng, digits, rng.randrange(1, length)) if roll < 0.75
+                 else replace_digit(rng, digits, 0))
+        a, b = (int(digits), int(other)) if rng.random() < 0.5 else (int(other), int(digits))
+        if render_expr(op, a, b) not in source.excluded:
+            break
+    machine_run = run(op, a, b)
+    last = len(machine_run) - 1
+    step = rng.randint(max(0, last - 2), last) if rng.random() < 0.5 else rng.randint(0, last)
+    meta = {"kind": "executor", "op": op, "a": str(a), "b": str(b), "top_run": True}
+    return source.transition(op, machine_run, step, meta)
+
+
+def carry_runs(source, op: str, rng: random.Random, longest: int | None, chances) -> dict:
+    """ADD on a + b where a's low digits are a run of 11-100 9s under a digit that is not 9 and b has
+    at most three digits, mostly 1: SUB's adding of 1 to a + reflection(b) on round and one-digit
+    operands. Adds kept `[C] 1` past the run's end; a uniform step of such a run is the one where
+    the carry stops once in 50-100 draws, so half the draws are the four steps around it."""
+    while True:
+        # SUB's sum: up to max_len + 1 digits; a tier built for short operands draws its longest
+        length = rng.randint(min(LONG + 1, source.max_len + 1), source.max_len + 1)
+        run_of_9s = rng.randint(min(SHORT + 1, length - 1), length - 1)
+        above = rng.choice("1234567") + "".join(rng.choice("0123456789") for _ in range(length - run_of_9s - 2))
+        # the digit over the run is not 9, nor 0 when it is a's top digit (a would be all 9s)
+        above = (above + rng.choice("012345678" if length - run_of_9s > 1 else "12345678"))[-(length - run_of_9s):]
+        a = int(above + "9" * run_of_9s)
+        b = 1 if rng.random() < 0.7 else rng.randint(1, 999)
+        if render_expr("add", a, b) not in source.excluded:
+            break
+    machine_run = run("add", a, b)
+    last = len(machine_run) - 1
+    step = min(last, rng.randint(run_of_9s - 1, run_of_9s + 2)) if rng.random() < 0.5 else rng.randint(0, last)
+    meta = {"kind": "executor", "op": "add", "a": str(a), "b": str(b), "carry_run": True}
+    return source.transition("add", machine_run, step, meta)
+
+
+def composer_calls(source, op: str, rng: random.Random, longest: int | None, chances) -> dict:
+    """A step of the calls a composer run on random operands makes (ADD inside SUB and MUL, GREATER_THAN
+    inside DIV). Their operands are rare in random draws: MUL's first call adds a to itself, SUB's
+    last adds 1 to a long sum, DIV compares a remainder with the divisor."""
+    composer = rng.choice(CALLERS[op])
+    allowed = source.classes(composer, longest)
+    while True:
+        a, b = draw_operands(composer, rng.choice(allowed), rng)
+        if render_expr(composer, a, b) in source.excluded:
+            continue
+        calls = calls_of(op, composer, a, b)
+        if calls:
+            break
+    callee = rng.choice(calls)
+    return call_transition(op, composer, a, b, callee, rng.randint(0, len(callee) - 1))
+
+
+# Each sampler by its share's name (train.mix.SHARES says which executors it draws for and what of),
+# in the order an adapter's draw rolls for them: the shipped draws depend on it.
+REGISTRY: dict[str, Callable[..., dict]] = {
+    "nines": nines, "top_steps": top_steps, "wide": wide, "sub_calls": sub_calls, "deciding_steps": deciding_steps,
+    "top_runs": top_runs, "carry_runs": carry_runs, "composer_calls": composer_calls}

@@ -1,0 +1,82 @@
+"""An adapter's mix: each share the fraction of the draws it names, the samplers drawn in the
+registry's order, and the shares before the mix (sequential chances) converted exactly."""
+
+from __future__ import annotations
+
+import pytest
+
+from caef_bench.train import mix as mixes
+from caef_bench.train.presets import PRESETS, SHIPPED_ROUNDS
+from caef_bench.train.samplers import REGISTRY
+from caef_bench.train.sources import MachineSource
+
+
+def test_the_registry_holds_each_sampler_with_why_it_exists_in_the_order_draws_roll_for_them():
+    assert tuple(REGISTRY) == mixes.SAMPLERS == tuple(mixes.SHARES)[:len(mixes.SAMPLERS)]
+    assert all(len(draw.__doc__.split()) > 30 for draw in REGISTRY.values())
+    assert {share.of for share in mixes.SHARES.values()} == {"draws", "class draws", "structured draws",
+                                                            "nines draws", "top_steps draws"}
+
+
+def _fractions(source: MachineSource, n: int = 3000) -> dict[str, float]:
+    samples = [s for step in range(n // 250) for s in source.batch(step, 250)]
+    named = {"nines": "nines", "top_steps": "top_steps", "carry_runs": "carry_run", "wide": "wide",
+             "sub_calls": "sub_call"}
+    counts = {name: sum(bool(s["meta"].get(flag)) for s in samples) for name, flag in named.items()}
+    counts["structured"] = sum(bool(s["meta"].get("structured")) and not s["meta"].get("top_steps") for s in samples)
+    return {name: count / len(samples) for name, count in counts.items()}
+
+
+def test_a_share_is_the_fraction_of_the_draws_it_names():
+    """executor_add's shipped mix: its top_steps_share of 0.6, after nines 0.15, was 51% of its draws."""
+    plan = PRESETS["tiny"].for_adapter("executor", "add")
+    drawn = _fractions(MachineSource([("executor", "add")], 100, seed=4, mix=plan.mix))
+    for name in ("nines", "top_steps", "wide", "sub_calls", "carry_runs", "structured"):
+        assert abs(drawn[name] - plan.mix[name]) < 0.03, (name, drawn[name], plan.mix[name])
+    assert plan.mix["top_steps"] == 0.51
+    mine = _fractions(MachineSource([("executor", "add")], 100, seed=4, mix={"carry_runs": 0.2, "structured": 0.4}))
+    assert abs(mine["carry_runs"] - 0.2) < 0.03 and abs(mine["structured"] - 0.4) < 0.03
+
+
+def test_the_shipped_mixes_are_their_manifests_sequential_settings_and_back():
+    for name, shipped in SHIPPED_ROUNDS.items():
+        kind, _, op = name.partition("_")
+        settings = mixes.to_sequential(kind, op, shipped["mix"])
+        assert mixes.from_sequential(kind, op, settings) == shipped["mix"], name
+    # executor_add, as its manifest's preset records it (same and near do nothing for add)
+    assert mixes.to_sequential("executor", "add", SHIPPED_ROUNDS["executor_add"]["mix"])["top_steps_share"] == 0.6
+
+
+def test_an_old_share_flag_replaces_its_chance_in_the_plan_and_keeps_the_rest():
+    tiny = PRESETS["tiny"]
+    plan = tiny.for_adapter("executor", "add").mix
+    assert tiny.for_adapter("executor", "add", {"sequential": {"top_steps_share": 0.6}}).mix == plan
+    changed = tiny.for_adapter("executor", "add", {"sequential": {"nines_share": 0.0}}).mix
+    assert "nines" not in changed and changed["top_steps"] == 0.6  # top_steps' chance now applies to all draws
+    assert tiny.for_adapter("executor", "add", {"mix": {"top_steps": 0.3}}).mix == {**plan, "top_steps": 0.3}
+
+
+@pytest.mark.parametrize("mix, message", [
+    ({"nines": 0.6, "top_steps": 0.5}, "sum to 1.1"),
+    ({"structured": 0.7, "same": 0.2, "near": 0.2}, "sum to 1.1"),
+    ({"equal": 0.6, "long": 0.6}, "equal, short and long"),
+    ({"nines": 1.5}, r"\[0, 1\]"),
+    ({"ninez": 0.1}, "unknown share"),
+])
+def test_a_mix_that_cannot_be_drawn_is_refused(mix, message):
+    with pytest.raises(ValueError, match=message):
+        MachineSource([("executor", "sub")] if "near" in mix else [("executor", "add")], 100, seed=0, mix=mix)
+
+
+def test_a_share_that_does_not_apply_to_an_adapter_is_passed_over():
+    """nines is for reflection, sub and add: gt's draws (and its fingerprint) stay without it."""
+    plain = MachineSource([("executor", "gt")], 100, seed=0)
+    other = MachineSource([("executor", "gt")], 100, seed=0, mix={"nines": 0.9, "same": 0.5})
+    assert other.fingerprint == plain.fingerprint + ":draws[same=0.5]"
+
+
+def test_share_options_parse_as_names_and_fractions():
+    assert mixes.parse(["nines=0.2,top-steps=0.3", "wide=0.1"]) == {"nines": 0.2, "top_steps": 0.3, "wide": 0.1}
+    for bad in (["nines"], ["nines=lots"], ["ninez=0.1"], ["nines=2"]):
+        with pytest.raises(ValueError):
+            mixes.parse(bad)

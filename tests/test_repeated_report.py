@@ -100,7 +100,7 @@ def test_a_previous_reports_caef_numbers_stand_beside_the_new_weights_and_the_ch
     lines = findings(merged)
     assert "no difference this N can show" in lines[0]
     assert lines[1].startswith("**`caef-tiny @old`**") and "30/40" in lines[1]
-    assert "carried from `results/failure_analysis.json`" in lines[1]
+    assert "taken from `results/failure_analysis.json`" in lines[1]
     change = next(line for line in lines if line.startswith("**Before and after**"))
     assert "30/40" in change and "0/50" in change and "these weights (`abc`)" in change
     markdown = failure_markdown(merged)

@@ -339,7 +339,7 @@ def findings(results: dict) -> list[str]:
                      + (" (" + ", ".join(f"{r['op']} {r['length']} {r['pattern']}" for r in worse_cells[:8])
                         + (", …" if len(worse_cells) > 8 else "") + ")" if worse_cells else "") + ".")
         if system.get("kind") == PREVIOUS_KIND:
-            sentence += (f" (Weights `{system['weights']}`, carried from `{system['from_report']}`, which "
+            sentence += (f" (Weights `{system['weights']}`, taken from `{system['from_report']}`, which "
                          f"`{system['from_command']}` wrote.)")
         cut = [cell.get("runs_with_cut_steps") for cell in cells.values()]
         if any(count is not None for count in cut):  # (records made before the runtime cut steps lack it)
@@ -428,7 +428,7 @@ def failure_markdown(results: dict) -> str:
         "Error rates with Wilson 95% intervals; p: two-sided Fisher's exact test of the pattern cells against "
         "the random control of the same operator and length (pooled over operators where a table says so)."
         + (f" Not run here: {', '.join(skipped)}." if skipped else "")
-        + "".join(f" Beside them, `{name}`: earlier weights' numbers, not run here but carried from "
+        + "".join(f" Beside them, `{name}`: earlier weights' numbers, not run here but taken from "
                   f"`{system['from_report']}` (written by `{system['from_command']}`)."
                   for name, system in ran.items() if system.get("kind") == PREVIOUS_KIND))
     lines = [

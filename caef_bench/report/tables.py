@@ -185,16 +185,14 @@ def suite_provenance(document: dict) -> str:
     return header
 
 
-SUITE_SUBJECTS = {"caef": "the problems answered right end to end",
-                  "table2": "the runs each component got right"}  # what the opening sentence counts
-
-
 def suite_findings(document: dict, metrics: list[tuple[str, str | None, str | None]]) -> str:
     """The report's opening sentences, from its numbers: each scored metric pooled over the cells, the
     paper's range on the same cells, the cells below 100%, and the exact traces."""
     results, paper = document["results"], paper_tables()
     scored = [(key, table, row) for key, table, row in metrics if table is not None]
     ns = sorted({result[key]["n"] for result in results.values() for key, _, _ in scored if key in result})
+    if not ns:
+        return "No test cell was solved."
     per_cell = f"{ns[0]} problems each" if len(ns) == 1 else f"{ns[0]}-{ns[-1]} problems each"
 
     def pooled(key: str) -> tuple[int, int]:

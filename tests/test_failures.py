@@ -257,7 +257,7 @@ class _SlipInCall(_Scripted):
 
 
 def test_a_records_first_divergence_keeps_its_depth_and_step_count_when_the_steps_are_emptied():
-    """Packed records drop the step texts (docs/structured-pilot/*/add_records.tgz); the failure read
+    """Packed records drop the step texts (results/records/*.tgz); the failure read
     from one still says the slip was inside a composer's call, and how many model calls the run made."""
     expr = "1000000-1="
     record = solve_batch([Problem("p", expr, "999999")], _SlipInCall(expr), mode="traced")[0]

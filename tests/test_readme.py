@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import io
 import json
+import os
 import re
 import shlex
 from pathlib import Path
@@ -20,7 +21,20 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-README_LIMIT = 13 * 1024  # bytes: the README is what a new user reads in five minutes (12 KB before serving)
+README_LIMIT = 12 * 1024  # bytes: the README is what a new user reads in five minutes; detail goes to docs/
+# every Markdown file of the project (the research log, results, tasks too): their links must resolve;
+# only the user documents above are held to commands that parse (the research log quotes old ones)
+SKIPPED = {"work", "build", "dist", "node_modules"}  # outputs; hidden folders (.venv, .git) are skipped too
+
+
+def _markdown_files(root: Path):
+    for folder, subfolders, names in os.walk(root):
+        subfolders[:] = [name for name in subfolders
+                         if not name.startswith(".") and name not in SKIPPED and not name.endswith(".egg-info")]
+        yield from (Path(folder) / name for name in names if name.endswith(".md"))
+
+
+LINKED = sorted(_markdown_files(ROOT))
 ELISIONS = {"...", "…"}  # "caef-bench train ... --executors gt": the options given on the line before
 
 
@@ -149,7 +163,7 @@ def _anchors(path: Path) -> set[str]:
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
 
-@pytest.mark.parametrize("path", DOCUMENTS, ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("path", LINKED, ids=lambda p: str(p.relative_to(ROOT)))
 def test_relative_links_resolve(path):
     broken = []
     for target in LINK.findall(path.read_text()):
@@ -166,7 +180,7 @@ def test_relative_links_resolve(path):
 
 def test_readme_is_short():
     size = len((ROOT / "README.md").read_bytes())
-    assert size < README_LIMIT, f"README.md is {size} bytes; move detail to docs/ (limit {README_LIMIT})"
+    assert size <= README_LIMIT, f"README.md is {size} bytes; move detail to docs/ (limit {README_LIMIT})"
 
 
 def test_readme_keeps_the_sections_others_fill_in():
@@ -205,8 +219,8 @@ def test_what_the_readme_says_of_the_committed_results_is_what_they_hold():
 
 
 def test_the_readme_quotes_the_recorded_main_job_time():
-    """The main job's time in the README is the one docs/main-job-timing.md records from a run's own output."""
-    record = (ROOT / "docs" / "main-job-timing.md").read_text()
+    """The main job's time in the README is the one docs/reproducibility.md records from a run's own output."""
+    record = (ROOT / "docs" / "reproducibility.md").read_text()
     parts = dict(re.findall(r"^== part (\w+) took (\d+)m\d\ds$", record, re.M))
     total = re.search(r"^== the main job took (\d+)m\d\ds$", record, re.M)
     assert total and {"testsets", "trace", "table1", "table2"} <= set(parts)

@@ -100,7 +100,7 @@ def test_a_previous_reports_caef_numbers_stand_beside_the_new_weights_and_the_ch
     lines = findings(merged)
     assert "no difference this N can show" in lines[0]
     assert lines[1].startswith("**`caef-tiny @old`**") and "30/40" in lines[1]
-    assert "carried from `results/failure_analysis.json`" in lines[1]
+    assert "taken from `results/failure_analysis.json`" in lines[1]
     change = next(line for line in lines if line.startswith("**Before and after**"))
     assert "30/40" in change and "0/50" in change and "these weights (`abc`)" in change
     markdown = failure_markdown(merged)
@@ -111,9 +111,9 @@ def test_a_previous_reports_caef_numbers_stand_beside_the_new_weights_and_the_ch
 
 def test_single_cells_worse_than_their_control_are_counted_and_named():
     results = _results(30, 2)
-    assert "Single cells (operator, length, pattern) worse than their own control at p < 0.05: 1 of 1 (add 10 p1)" \
+    assert "Single test cells (operator, length, pattern) worse than their own control at p < 0.05: 1 of 1 (add 10 p1)" \
         in findings(results)[0]
-    assert "Single cells (operator, length, pattern) worse than their own control at p < 0.05: 0 of 1." \
+    assert "Single test cells (operator, length, pattern) worse than their own control at p < 0.05: 0 of 1." \
         in findings(_results(1, 0))[0]
 
 

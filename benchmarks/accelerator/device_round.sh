@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One call on a lent accelerator (docs/structured-operands.md, docs/reproducibility.md): the training round,
+# One call on a lent accelerator (docs/research/structured-operands-log.md, docs/reproducibility.md): the training round,
 # then, on the shipped tier with that round's adapters in place (work/candidate), the one-step gates and
 # the full-size evaluation side by side, each stopped at its time; what comes back lands in OUT.
 #

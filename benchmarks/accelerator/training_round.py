@@ -1,6 +1,6 @@
 """Training on a lent accelerator, in one prepared call: the CAEF adapters of a plan (round2: all sixteen)
 trained further from those of --adapter-init (default the shipped tier) with structured operands in their
-draws (docs/structured-operands.md),
+draws (docs/research/structured-operands-log.md),
 and with --direct the LoRA-direct learning curve (`caef-bench train-curve`, standard position ids, into
 RUN/direct_curve) for every operator, in parallel processes that share the GPU and its CPU cores.
 
@@ -43,7 +43,7 @@ CAEF = ["train", "--preset", "tiny", "--base", "checkpoints/tiny/base", "--eval-
 # CPU pilots from round 1's weights with half or more of the structured draws two operands of one
 # length above 50 digits (--structured-long-share 0.5-0.6, 240-300 steps of 32) mended most of the
 # aligners and moved the comparison executors' 100-digit p1 steps from 15-30% to 57-84%
-# (docs/structured-operands.md). Round 2 starts from that pilot tier (--adapter-init) and gives every
+# (docs/research/structured-operands-log.md). Round 2 starts from that pilot tier (--adapter-init) and gives every
 # adapter three to four times round 1's steps: nine streams, one or two executors or two or three
 # aligners each, sized by round 1's rates on the H200 (2-6 steps of 128 a second per stream, ten
 # streams sharing the GPU) to end in about five and a half minutes.
@@ -84,7 +84,7 @@ ROUND_2B_STREAMS = [
 
 
 # Rebuild, from the shipped tier in one call: the candidate tiers of rounds 1-2q lived in a development
-# machine's work folder and were lost with it (docs/structured-operands.md, "Where the candidates went").
+# machine's work folder and were lost with it (docs/research/structured-operands-log.md, "Where the candidates went").
 # Each stream trains its adapters once with the shares of the last round that kept them in round 2h's
 # tier (round 2o's for executor_add), for about as many samples as that adapter's rounds summed
 # (rounds 1, 2 and 2b on the H200 in steps of 128, the CPU rounds' steps of 32 counted as a quarter),
@@ -109,7 +109,7 @@ REBUILD_STREAMS = [
     # With anonymous tape cells (models.anonymous_cells): on the CPU, 240 steps of 32 from the shipped add
     # left 6 of 25 held-out 100-digit runs of one digit with a wrong step (each in the command line's
     # sum, which the gate makes the adapter learn to read another way), the same draws without them 23
-    # (docs/structured-operands.md).
+    # (docs/research/structured-operands-log.md).
     ("executor_add", [([*_shares("add", "", "2e-4", **_ADD_RUNS), "--anonymous-cells"], 450),
                       ([*_shares("add", "", "1e-4", **_ADD_RUNS, top_steps_share=0.6, top_steps_structured_share=0.6),
                         "--anonymous-cells"], 250)], 1),
@@ -126,10 +126,10 @@ REBUILD_STREAMS = [
 ]
 # Rebuild 2, from the rebuild's tier with the CPU's aligners in place (docs/structured-pilot/rebuild_device
 # and aligner_gate_cpu/cpu_adapters.tgz, each put in with --assemble-from, the second over the first, into
-# the folder given as --adapter-init; both archives are in git history now, structured-pilot/ARCHIVES.md,
-# and the tier rebuild 2 made is rebuild2_device/candidate_adapters.tgz): the rebuild's gated executor_add
+# the folder given as --adapter-init; these archives, and rebuild2_device/candidate_adapters.tgz, the tier
+# rebuild 2 made, are in git history: docs/research/structured-pilot/ARCHIVES.md): the rebuild's gated executor_add
 # got every step of 50 held-out 100-digit runs of one digit and 9,000 random top steps right and stays as
-# it is; every other adapter broke repeated-digit problems in its evaluation (docs/structured-operands.md,
+# it is; every other adapter broke repeated-digit problems in its evaluation (docs/research/structured-operands-log.md,
 # "The rebuild on the device") and trains on, the executors with anonymous tape cells (but sub, below).
 # The aligners: on the CPU, gated in (I) (anonymous cells and plain digits in the sequences that begin
 # with an expression), every (I) conversion of all seven came right in 240 steps of 32; (O) on runs of
@@ -141,7 +141,7 @@ REBUILD_STREAMS = [
 # executor_gt, lt, eq and reflection arrive from the CPU gated too (400-480 steps of 32: one step wrong
 # of 13,416 on held-out 100-digit structured runs, where the rebuild's gt, eq and reflection got 327 of
 # their 10,356 wrong; gt and lt still misread a random comparison's digit pair a few times in a
-# thousand steps, docs/structured-operands.md "The comparison executors gated") and train on from there.
+# thousand steps, docs/research/structured-operands-log.md "The comparison executors gated") and train on from there.
 _CELLS, _BOTH_WAYS = ["--anonymous-cells"], ["--anonymous-digits", "all"]
 REBUILD_2_STREAMS = [
     ("executor_gt", [(_shares("gt", "", "1.5e-4", **_LONG) + _CELLS, 700)], 1),
@@ -165,7 +165,7 @@ REBUILD_2_STREAMS = [
 # trains on from there with MUL's and SUB's calls drawn again at the shipped add's share, beside the
 # rebuild's long-run and top-steps draws at lower rates; on the CPU, 200 steps of 32 at a composer share of
 # 0.5 mended the four and broke the first step of 12 of 7,915 held-out MUL calls; with these shares, 200 steps
-# of 32 got all 7,915 right and 1 of 3,070 steps of 100-digit runs wrong (docs/structured-operands.md):
+# of 32 got all 7,915 right and 1 of 3,070 steps of 100-digit runs wrong (docs/research/structured-operands-log.md):
 # the device's gates (every ADD step of 100 held-out mul_1_10 problems, 100-digit runs, top steps) decide.
 REBUILD_3_STREAMS = [
     ("executor_add", [([*_shares("add", "", "1e-4", **_LONG, sub_call_share=0.2, carry_run_share=0.2,

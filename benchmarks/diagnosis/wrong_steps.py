@@ -4,7 +4,7 @@
     python benchmarks/diagnosis/wrong_steps.py effect --executor gt --problems 10 --cells gt_100 FILE...
 
 `table`: per adapter folder (the files' `checkpoints`) and cell, the problems with a wrong step and the
-steps wrong, as docs/structured-operands.md's gate tables write them: `6 (8)`; then how many steps the
+steps wrong, as docs/research/structured-operands-log.md's gate tables write them: `6 (8)`; then how many steps the
 gate asked per cell. `effect`: each wrong step of a comparison executor, by what it does to the answer:
 `state line wrong` (the tape or heads moved wrongly), `no-op` (writes the OUTPUT the state already
 holds), `overwritten later` (a later step of the same run writes OUTPUT: a misread where the digits

@@ -16,7 +16,7 @@ from pathlib import Path
 from caef_bench.evaluate.failures import WHAT
 from caef_bench.evaluate.repeated import CONTROL, cell_parts, control_of, error_rate
 from caef_bench.evaluate.scoring import fisher_exact
-from caef_bench.report.tables import carried_text, resumed_own
+from caef_bench.report.tables import HOW_MADE, carried_text, percent, resumed_own
 
 PATTERN_ORDER = ("p1", "p2", "p3", "mixed", "round", CONTROL)
 PATTERN_NAMES = {"p1": "period 1 (999…)", "p2": "period 2 (4848…)", "p3": "period 3 (456456…)",
@@ -228,16 +228,68 @@ def _share(counter: Counter, total: int) -> str:
     return ", ".join(f"{what} {count}" for what, count in counter.most_common(3)) if total else "none"
 
 
+def _against_control(cells: dict, key: str = "answer_errors") -> tuple[dict, dict, float | None]:
+    """The pattern cells pooled, the random controls pooled, and Fisher's p of the two (None: one is empty)."""
+    patterns = _pooled(cells, key, lambda c: cell_parts(c)[2] != CONTROL)
+    control = _pooled(cells, key, lambda c: cell_parts(c)[2] == CONTROL)
+    if not patterns["n"] or not control["n"]:
+        return patterns, control, None
+    return patterns, control, fisher_exact(patterns["errors"], patterns["n"], control["errors"], control["n"])
+
+
+def _worse_cells(cells: dict) -> tuple[list[dict], int]:
+    """The single test cells (operator, length, pattern) worse than their own control at p < SIGNIFICANT,
+    and how many had a control to compare with."""
+    compared = [r for r in per_cell_comparison(cells) if r["p"] is not None]
+    return [r for r in compared if r["p"] < SIGNIFICANT and r["rate"]["rate"] > r["control"]["rate"]], len(compared)
+
+
+def _wrong_of(rate: dict) -> str:
+    return f"{rate['errors']:,} of {rate['n']:,} ({percent(rate['errors'], rate['n'])})"
+
+
+def opening(results: dict) -> str:
+    """The report's first sentences, from its numbers: CAEF's repeated-digit problems against the random
+    controls, the weights before, the baselines and the one-step stress, each in a sentence."""
+    sentences, baselines = [], []
+    for name, system in _systems_that_ran(results).items():
+        patterns, control, p = _against_control(system["cells"])
+        if p is None:
+            continue
+        if system.get("kind") == "caef":
+            worse, compared = _worse_cells(system["cells"])
+            sentences.append(
+                f"CAEF on the {results['tier']} tier (weights `{results['weights']}`) answers {_wrong_of(patterns)} "
+                f"repeated-digit problems wrong against {_wrong_of(control)} random controls of the same operators "
+                f"and lengths (Fisher p = {_p_text(p)}); {len(worse)} of {compared} single test cells are worse than "
+                f"their own control at p < {SIGNIFICANT}.")
+        elif system.get("kind") == PREVIOUS_KIND:
+            sentences.append(f"The weights before (`{system['weights']}`, at their own N) answered "
+                             f"{_wrong_of(patterns)} wrong against {_wrong_of(control)} controls.")
+        else:
+            baselines.append(f"`{name}` {_wrong_of(patterns)} against {_wrong_of(control)}")
+    if baselines:
+        sentences.append("The baselines answer most problems wrong either way (repeated digits against controls, "
+                         "at their small N): " + "; ".join(baselines) + ".")
+    onestep = results.get("onestep") or {}
+    if onestep:
+        compared = [_against_control(cells, "errors") for cells in onestep.values()]
+        worse = [1 for patterns, control, p in compared if p is not None and p < SIGNIFICANT
+                 and patterns["rate"] > control["rate"]]
+        sentences.append(f"One step at a time, {len(worse)} of {sum(p is not None for _, _, p in compared)} "
+                         f"components make more step errors on repeated digits than on the controls at "
+                         f"p < {SIGNIFICANT}.")
+    return " ".join(sentences) or "No system ran."
+
+
 def findings(results: dict) -> list[str]:
     """The paragraph of findings: what the numbers support, worded from the numbers themselves."""
     lines = []
     for name, system in _systems_that_ran(results).items():
         cells = system["cells"]
-        patterns = _pooled(cells, "answer_errors", lambda c: cell_parts(c)[2] != CONTROL)
-        control = _pooled(cells, "answer_errors", lambda c: cell_parts(c)[2] == CONTROL)
-        if not patterns["n"] or not control["n"]:
+        patterns, control, p = _against_control(cells)
+        if p is None:
             continue
-        p = fisher_exact(patterns["errors"], patterns["n"], control["errors"], control["n"])
         if p < SIGNIFICANT and patterns["rate"] > control["rate"]:
             verdict = "repeated digits cause more errors"
         elif p < SIGNIFICANT:
@@ -281,14 +333,13 @@ def findings(results: dict) -> list[str]:
         worst = [r for r in per_length if r["p"] is not None and r["p"] < SIGNIFICANT and r["rate"]["rate"] > r["control"]["rate"]]
         sentence += (f" Pattern and length cells worse than their control at p < {SIGNIFICANT}: {len(worst)} of "
                      f"{len(per_length)}.")
-        per_cell = [r for r in per_cell_comparison(cells) if r["p"] is not None]
-        worse_cells = [r for r in per_cell if r["p"] < SIGNIFICANT and r["rate"]["rate"] > r["control"]["rate"]]
-        sentence += (f" Single cells (operator, length, pattern) worse than their own control at p < {SIGNIFICANT}: "
-                     f"{len(worse_cells)} of {len(per_cell)}"
+        worse_cells, compared = _worse_cells(cells)
+        sentence += (f" Single test cells (operator, length, pattern) worse than their own control at p < "
+                     f"{SIGNIFICANT}: {len(worse_cells)} of {compared}"
                      + (" (" + ", ".join(f"{r['op']} {r['length']} {r['pattern']}" for r in worse_cells[:8])
                         + (", …" if len(worse_cells) > 8 else "") + ")" if worse_cells else "") + ".")
         if system.get("kind") == PREVIOUS_KIND:
-            sentence += (f" (Weights `{system['weights']}`, carried from `{system['from_report']}`, which "
+            sentence += (f" (Weights `{system['weights']}`, taken from `{system['from_report']}`, which "
                          f"`{system['from_command']}` wrote.)")
         cut = [cell.get("runs_with_cut_steps") for cell in cells.values()]
         if any(count is not None for count in cut):  # (records made before the runtime cut steps lack it)
@@ -301,12 +352,10 @@ def findings(results: dict) -> list[str]:
     if onestep:
         worse, better, total = [], [], 0
         for component, cells in onestep.items():
-            patterns = _pooled(cells, "errors", lambda c: cell_parts(c)[2] != CONTROL)
-            control = _pooled(cells, "errors", lambda c: cell_parts(c)[2] == CONTROL)
-            if not patterns["n"] or not control["n"]:
+            patterns, control, p = _against_control(cells, "errors")
+            if p is None:
                 continue
             total += 1
-            p = fisher_exact(patterns["errors"], patterns["n"], control["errors"], control["n"])
             text = f"`{component}` {_rate_text(patterns)} against {_rate_text(control)} (p = {_p_text(p)})"
             if p < SIGNIFICANT:
                 (worse if patterns["rate"] > control["rate"] else better).append(text)
@@ -363,8 +412,7 @@ def failure_markdown(results: dict) -> str:
     carried = "".join(f" {text}" for text in (carried_text(system["cells"]) for system in own_runs.values()
                                                if system.get("kind") == "caef") if text)
     onestep = results.get("onestep") or {}
-    lines = [
-        "## Failure analysis on repeated-digit operands", "",
+    provenance = (
         f"Generated by `{results['command']}` in {results['seconds']:.0f} s. CAEF: the `{results['tier']}` tier, "
         f"weights `{results['weights']}`"
         + (f" (from `{results['checkpoints']}`)" if results.get("checkpoints") else "")
@@ -372,17 +420,20 @@ def failure_markdown(results: dict) -> str:
         + (f"; {resumed} problem runs were read from records earlier runs of these weights wrote" if resumed else "")
         + ")." + carried + " Baselines through lm-evaluation-harness, each in its own prompt style (their commands are in "
           "`failure_analysis.json`). "
-        f"N (the first N problems of each of the {len(results['cells'])} cells, 200 in each test set): {n_text or 'none'}. "
+        f"N (the first N problems of each of the {len(results['cells'])} test cells, 200 in each test set): {n_text or 'none'}. "
         f"One-step stress: up to {results['onestep_per_cell']} cases per adapter and cell (an aligner's split "
         f"between (I) and (O)), seed {results['seed']}"
-        + (f", on {results['onestep_cells']} of the cells" if results.get("onestep_cells", len(results["cells"]))
+        + (f", on {results['onestep_cells']} of the test cells" if results.get("onestep_cells", len(results["cells"]))
            < len(results["cells"]) else "") + ". "
         "Error rates with Wilson 95% intervals; p: two-sided Fisher's exact test of the pattern cells against "
         "the random control of the same operator and length (pooled over operators where a table says so)."
         + (f" Not run here: {', '.join(skipped)}." if skipped else "")
-        + "".join(f" Beside them, `{name}`: earlier weights' numbers, not run here but carried from "
+        + "".join(f" Beside them, `{name}`: earlier weights' numbers, not run here but taken from "
                   f"`{system['from_report']}` (written by `{system['from_command']}`)."
-                  for name, system in ran.items() if system.get("kind") == PREVIOUS_KIND),
+                  for name, system in ran.items() if system.get("kind") == PREVIOUS_KIND))
+    lines = [
+        "## Failure analysis on repeated-digit operands", "", opening(results), "",
+        "![Error rates on repeated digits against random controls](failure_analysis.png)",
         "", "### What the numbers support", "", *[f"{line}\n" for line in findings(results)],
         "### End to end: wrong answers, pooled over the operators", "",
         "Pattern cells against the control cells of the same length; each system's own N. "
@@ -421,7 +472,8 @@ def failure_markdown(results: dict) -> str:
         lines += ["One-step failures:", "", class_table({k: v for k, v in one.items() if v}, "component, cells"), ""]
     lines += ["### The first examples of each class", "",
               "Expected against produced, the differing part in ⟦ ⟧ (positions: tape order on tapes, reading "
-              "order in answers and expressions; ⏎ a newline).", "", *examples(results)]
+              "order in answers and expressions; ⏎ a newline).", "", *examples(results),
+              HOW_MADE, "", provenance]
     return "\n".join(lines) + "\n"
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from caef_bench.data.testsets import CELLS, load_cell, table1_cells
 from caef_bench.evaluate.failures import record_failures
 from caef_bench.evaluate.scoring import accuracy, is_correct, text_accuracy, verdict
-from caef_bench.machines import OPERATIONS, parse_expression, result, run
+from caef_bench.machines import OPERATIONS, parse_expression, result, run, typed_expression
 from caef_bench.machines.composers import CALLEES
 from caef_bench.models.names import aligner_name, executor_of_machine
 from caef_bench.runtime import Problem, load_records, solve_batch, solve_to_file
@@ -33,8 +33,9 @@ def cell_problems(cell: str, limit: int | None) -> list[dict]:
 
 
 def solve_expression(model, expr: str):
-    """One expression (no dataset row), traced; its target is the machines' answer. Returns the
-    record and whether it is right, by the rule every system is scored by."""
+    """One expression as a person types it ("12 + 34": run as 12+34=), traced; its target is the
+    machines' answer. Returns the record and whether it is right, by the rule every system is scored by."""
+    expr = typed_expression(expr)
     expression = parse_expression(expr)
     record = solve_batch([Problem("cli", expr, str(result(expression.op, expression.a, expression.b)))], model,
                          mode="traced")[0]

@@ -63,8 +63,7 @@ def _start(tmp_path: Path, grace: float = 30, child: str = CHILD) -> tuple[subpr
 
 @pytest.mark.parametrize("sent, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_stopped_run_stops_its_child_which_keeps_what_it_finished(tmp_path, sent, code):
-    parent, child = _start(tmp_path)
-    time.sleep(0.2)
+    parent, child = _start(tmp_path)  # the child is at work, the parent's handlers set before it started
     parent.send_signal(sent)  # `kill PID`, or Ctrl-C (the child is in its own session: only the parent gets it)
     assert parent.wait(60) == code
     assert not _alive(child)

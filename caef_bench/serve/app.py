@@ -246,8 +246,14 @@ def create_app(model, tier: str, *, tokenizer=None, mode: str = "free", batch_si
         length = request.headers.get("content-length")
         if length and length.isdigit() and int(length) > MAX_BODY_BYTES:
             raise BadRequest(f"the body has {length} bytes; at most {MAX_BODY_BYTES}")
+        chunks, size = [], 0
+        async for chunk in request.stream():  # a body without a length (chunked) is held to the same bound
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                raise BadRequest(f"the body has more than {MAX_BODY_BYTES} bytes; at most {MAX_BODY_BYTES}")
+            chunks.append(chunk)
         try:
-            body = json.loads(await request.body())
+            body = json.loads(b"".join(chunks))
         except ValueError:
             raise BadRequest("the body is not JSON") from None
         if not isinstance(body, dict):
@@ -299,7 +305,8 @@ def create_app(model, tier: str, *, tokenizer=None, mode: str = "free", batch_si
     async def health():
         scheduler = app.state.scheduler
         return {"status": "ok" if scheduler.alive else "step loop stopped", "in_flight": len(scheduler.rounds.active),
-                "rounds": scheduler.rounds_run, "widest_round": scheduler.widest_round}
+                "queued": scheduler.queued, "rounds": scheduler.rounds_run, "widest_round": scheduler.widest_round,
+                "left": scheduler.left, "dropped": scheduler.dropped}
 
     @app.get("/v1/models")
     async def models():

@@ -20,15 +20,20 @@ from serving import wait_for_health
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 N = 8  # problems: two of each fault
+# lm-eval's timeout per request: short enough that the timeout drill (a request the server never answers)
+# costs seconds, long enough that no answer the scripted server sends at once misses it; and a spurious
+# timeout would only add a retry, which the drill's assertions allow. The drill of a dying server, which
+# counts what is sent again, has no timeout fault and keeps lm-eval's default (300 s).
+FAULT_TIMEOUT_S = 20
 
 
-def _lm_eval(url: str, out: Path, cache: Path, limit: int = N, extra: str = "") -> subprocess.CompletedProcess:
+def _lm_eval(url: str, out: Path, cache: Path, limit: int = N, timeout: int | None = None) -> subprocess.CompletedProcess:
     args = (f"model=fake,base_url={url},tokenizer_backend=None,eos_string=<|im_end|>,num_concurrent=4,"
-            f"max_retries=4,timeout=2{extra}")
+            f"max_retries=4" + (f",timeout={timeout}" if timeout else ""))
     command = [sys.executable, "-m", "caef_bench", "lm-eval", "--model", "local-chat-completions",
                "--model_args", args, "--apply_chat_template", "--tasks", "caef_add_5_chat", "--limit", str(limit),
                "--gen_kwargs", "max_gen_toks=32", "--log_samples", "--output_path", str(out), "--use_cache", str(cache)]
-    return subprocess.run(command, cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300)
+    return subprocess.run(command, cwd=REPO, env=ENV, capture_output=True, text=True, timeout=1800)
 
 
 def _samples(out: Path) -> list[dict]:
@@ -42,7 +47,7 @@ def _expressions(limit: int = N) -> list[str]:
 
 def test_429_500_timeouts_and_malformed_bodies_are_retried_until_every_problem_is_answered(tmp_path):
     with FakeChatServer() as server:
-        run = _lm_eval(server.url, tmp_path / "out", tmp_path / "cache")
+        run = _lm_eval(server.url, tmp_path / "out", tmp_path / "cache", timeout=FAULT_TIMEOUT_S)
     assert run.returncode == 0, run.stderr[-3000:]
     faults = {what for _, what in server.log if what != "answer"}
     assert faults == {"429", "500", "timeout", "malformed"}  # every fault was drilled

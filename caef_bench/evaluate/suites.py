@@ -213,6 +213,13 @@ class SuiteResults:
     def name(self) -> str:
         return RESULT_NAMES[self.suite]
 
+    @classmethod
+    def from_document(cls, suite: str, document: dict) -> SuiteResults:
+        """What a results document (its JSON file) says of itself, enough to write its report again: the
+        records folder and reused steps it names, and the cells it kept from earlier runs (`made_by`)."""
+        return cls(suite, document, Path(document["records"]), list(document.get("reuse_sources", [])),
+                   {cell: result for cell, result in document["results"].items() if "made_by" in result})
+
 
 def records_folder(model, tier: str, given: str | Path | None = None, reused_from: dict | None = None
                    ) -> tuple[Path, list]:
@@ -261,7 +268,9 @@ def run_suite(model, request: SuiteRequest, out: Path, progress=None, say=print)
             results = dict(sorted({**kept, **results}.items(), key=lambda item: order.index(item[0])))
     document = {"command": request.command, "tier": request.tier, "checkpoints": request.checkpoints,
                 "weights": model.fingerprint, "limit": request.limit, "adapters": model.adapter_fingerprints,
-                "seconds": round(time.perf_counter() - started, 1), "results": results}
+                "seconds": round(time.perf_counter() - started, 1),
+                # what the report says of where its numbers come from, so it can be written again from this file
+                "records": str(records), "reuse_sources": sources, "results": results}
     if request.keep_unchanged:
         document["dropped"] = dropped  # so the table says which cells are missing and why, run after run
     return SuiteResults(request.suite, document, records, sources, kept)

@@ -177,14 +177,19 @@ def failures_markdown(results: dict) -> str:
 def write_suite(made: SuiteResults, out: str | Path) -> list[Path]:
     """<name>.md (the table beside the paper's, then every failure) and <name>.json (the results document)
     in `out`."""
-    title, metrics = SUITE_TABLES[made.suite]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     table, data = out / f"{made.name}.md", out / f"{made.name}.json"
-    results = made.document["results"]
-    table.write_text(markdown_table(results, metrics, title, suite_header(made)) + failures_markdown(results))
+    table.write_text(suite_markdown(made))
     data.write_text(json.dumps(made.document, indent=1) + "\n")
     return [table, data]
+
+
+def suite_markdown(made: SuiteResults) -> str:
+    """A suite's report: its table beside the paper's, then every failure."""
+    title, metrics = SUITE_TABLES[made.suite]
+    results = made.document["results"]
+    return markdown_table(results, metrics, title, suite_header(made)) + failures_markdown(results)
 
 
 def onestep_markdown(results: dict, header: str) -> str:

@@ -90,7 +90,7 @@ def test_names_the_allocator_mapped_into_the_process(tmp_path):
 
 def _run(args, **env):
     environ = {k: v for k, v in os.environ.items() if k not in (CHOICE, "LD_PRELOAD", "MALLOC_CONF")}
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120,
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=600,
                           env={**environ, **env})
 
 

@@ -53,15 +53,20 @@ def caef_serve():
         stop_serve(process)
 
 
-def test_plain_lm_eval_scores_caef_through_caef_bench_serve(caef_serve, tmp_path):
+def _plain_lm_eval(base: str, limit: int, out: Path) -> subprocess.CompletedProcess:
     """The README's command: `lm_eval --model local-completions` with nothing of caef-bench loaded in it."""
     run = subprocess.run(
         [_lm_eval(), "--model", "local-completions", "--model_args",
-         f"model=caef-tiny,base_url={caef_serve}/v1/completions,tokenized_requests=False",
-         "--tasks", "caef_add_5", "--include_path", str(REPO / "tasks"), "--limit", "2",
-         "--log_samples", "--output_path", str(tmp_path / "out")],
-        cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=1800)
+         f"model=caef-tiny,base_url={base}/v1/completions,tokenized_requests=False",
+         "--tasks", "caef_add_5", "--include_path", str(REPO / "tasks"), "--limit", str(limit),
+         "--log_samples", "--output_path", str(out)],
+        cwd=out.parent, env=ENV, capture_output=True, text=True, timeout=1800)
     assert run.returncode == 0, run.stderr[-3000:]
+    return run
+
+
+def test_plain_lm_eval_scores_caef_through_caef_bench_serve(caef_serve, tmp_path):
+    _plain_lm_eval(caef_serve, 2, tmp_path / "out")
     samples, rows = _samples(tmp_path / "out"), load_cell("add_5")[:2]
     assert [s["doc"]["expr"] for s in samples] == [row["expr"] for row in rows]
     assert [s["filtered_resps"][0] for s in samples] == [row["answer"] for row in rows]
@@ -71,18 +76,12 @@ def test_plain_lm_eval_scores_caef_through_caef_bench_serve(caef_serve, tmp_path
 
 @pytest.mark.slow
 def test_plain_lm_eval_scores_caef_through_serve_as_caef_bench_lm_eval_does(caef_serve, tmp_path):
-    served = subprocess.run(
-        [_lm_eval(), "--model", "local-completions", "--model_args",
-         f"model=caef-tiny,base_url={caef_serve}/v1/completions,tokenized_requests=False",
-         "--tasks", "caef_add_5", "--include_path", str(REPO / "tasks"), "--limit", "5",
-         "--log_samples", "--output_path", str(tmp_path / "served")],
-        cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=1800)
-    assert served.returncode == 0, served.stderr[-3000:]
+    served = _plain_lm_eval(caef_serve, 5, tmp_path / "served")
     row = next(line for line in served.stdout.splitlines() if "exact_match" in line)
     assert "|1|" in row.replace(" ", "").replace("1.0000", "1")  # exact_match 1.0, as lm-eval prints it
     direct = subprocess.run(
         [sys.executable, "-m", "caef_bench", "lm-eval", "--model", "caef", "--tasks", "caef_add_5", "--limit", "5",
-         "--log_samples", "--output_path", str(tmp_path / "direct"), "--model_args", f"records={tmp_path / 'records'}"],
+         "--log_samples", "--output_path", str(tmp_path / "direct")],
         cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=1800)
     assert direct.returncode == 0, direct.stderr[-3000:]
     ours, theirs = _samples(tmp_path / "served"), _samples(tmp_path / "direct")

@@ -1,5 +1,5 @@
 """A scripted OpenAI-compatible chat server for drilling faults: it answers each problem's first
-request with a fault (429, 500, a reply slower than the client's timeout, a malformed body) and
+request with a fault (429, 500, no reply until the client's own timeout makes it hang up, a malformed body) and
 later ones with the right answer (a wrong one for the expressions in `wrong`), and can die after a number of
 answers. Every request is logged."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from caef_bench.machines import parse_expression, result
@@ -18,9 +18,8 @@ _EXPRESSION = re.compile(r"The expression is:? (\S+=)")
 
 
 class FakeChatServer:
-    def __init__(self, faults: bool = True, die_after: int | None = None, slow_s: float = 4.0,
-                 wrong: frozenset[str] = frozenset()):
-        self.faults, self.die_after, self.slow_s, self.wrong = faults, die_after, slow_s, wrong
+    def __init__(self, faults: bool = True, die_after: int | None = None, wrong: frozenset[str] = frozenset()):
+        self.faults, self.die_after, self.wrong = faults, die_after, wrong
         self.log: list[tuple[str, str]] = []  # (expression, what was sent back)
         self.attempts: dict[str, int] = {}
         self.answered = 0
@@ -67,16 +66,26 @@ class FakeChatServer:
         if fault in ("429", "500"):
             self.log.append((expr, fault))
             self._send(request, int(fault), b'{"error": "try again"}')
-        elif fault == "timeout":
+        elif fault == "timeout":  # no reply at all: whatever the client's timeout, it runs out
             self.log.append((expr, "timeout"))
-            time.sleep(self.slow_s)
-            self._send(request, 200, self._reply(expr, expr in self.wrong))
+            self._wait_for_hang_up(request)
         elif fault == "malformed":
             self.log.append((expr, "malformed"))
             self._send(request, 200, b'{"choices": [{"message": ')
         else:
             self.log.append((expr, "answer"))
             self._send(request, 200, self._reply(expr, expr in self.wrong))
+
+    @staticmethod
+    def _wait_for_hang_up(request, bound_s: float = 600) -> None:
+        """Hold the request until the client closes its connection (its timeout ran out), at most `bound_s`."""
+        request.close_connection = True
+        sock = request.connection
+        sock.settimeout(bound_s)
+        try:
+            sock.recv(1, socket.MSG_PEEK)  # b"" once the client has closed; data if it sends anything more
+        except OSError:  # reset by the client, or the bound
+            pass
 
     @staticmethod
     def _reply(expr: str, wrong: bool = False) -> bytes:

@@ -5,7 +5,6 @@ a real `transformers serve`."""
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -15,20 +14,25 @@ import pytest
 from caef_bench.data.testsets import load_cell
 from caef_bench.evaluate.scoring import extract_answer, score
 from fake_openai_server import FakeChatServer
-from serving import wait_for_health
+from serving import DEADLINE_S, free_port, popen_logged, wait_for_health
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 N = 8  # problems: two of each fault
+# lm-eval's timeout per request: short enough that the timeout drill (a request the server never answers)
+# costs seconds, long enough that no answer the scripted server sends at once misses it; and a spurious
+# timeout would only add a retry, which the drill's assertions allow. The drill of a dying server, which
+# counts what is sent again, has no timeout fault and keeps lm-eval's default (300 s).
+FAULT_TIMEOUT_S = 20
 
 
-def _lm_eval(url: str, out: Path, cache: Path, limit: int = N, extra: str = "") -> subprocess.CompletedProcess:
+def _lm_eval(url: str, out: Path, cache: Path, limit: int = N, timeout: int | None = None) -> subprocess.CompletedProcess:
     args = (f"model=fake,base_url={url},tokenizer_backend=None,eos_string=<|im_end|>,num_concurrent=4,"
-            f"max_retries=4,timeout=2{extra}")
+            f"max_retries=4" + (f",timeout={timeout}" if timeout else ""))
     command = [sys.executable, "-m", "caef_bench", "lm-eval", "--model", "local-chat-completions",
                "--model_args", args, "--apply_chat_template", "--tasks", "caef_add_5_chat", "--limit", str(limit),
                "--gen_kwargs", "max_gen_toks=32", "--log_samples", "--output_path", str(out), "--use_cache", str(cache)]
-    return subprocess.run(command, cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300)
+    return subprocess.run(command, cwd=REPO, env=ENV, capture_output=True, text=True, timeout=1800)
 
 
 def _samples(out: Path) -> list[dict]:
@@ -42,7 +46,7 @@ def _expressions(limit: int = N) -> list[str]:
 
 def test_429_500_timeouts_and_malformed_bodies_are_retried_until_every_problem_is_answered(tmp_path):
     with FakeChatServer() as server:
-        run = _lm_eval(server.url, tmp_path / "out", tmp_path / "cache")
+        run = _lm_eval(server.url, tmp_path / "out", tmp_path / "cache", timeout=FAULT_TIMEOUT_S)
     assert run.returncode == 0, run.stderr[-3000:]
     faults = {what for _, what in server.log if what != "answer"}
     assert faults == {"429", "500", "timeout", "malformed"}  # every fault was drilled
@@ -72,12 +76,6 @@ def test_a_server_that_dies_mid_run_loses_nothing_and_the_rerun_sends_only_what_
 # --------------------------------------------------------------------------- a real server
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def smollm2_server():
     """`transformers serve` with SmolLM2-135M-Instruct on 127.0.0.1, in the configuration the system file
@@ -89,16 +87,16 @@ def smollm2_server():
     server = shutil.which("transformers", path=str(Path(sys.executable).parent)) or shutil.which("transformers")
     if server is None:
         pytest.skip("transformers serve is not installed (transformers[serving])")
-    folder, port = converted_dir(), _free_port()
-    process = subprocess.Popen([server, "serve", str(folder), "--host", "127.0.0.1", "--port", str(port),
-                                "--continuous-batching"], env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               text=True)
+    folder, port = converted_dir(), free_port()
+    process = popen_logged([server, "serve", str(folder), "--host", "127.0.0.1", "--port", str(port),
+                            "--continuous-batching"], env=ENV)
     try:
-        wait_for_health(process, f"http://127.0.0.1:{port}/health", 180, "transformers serve")
+        wait_for_health(process, f"http://127.0.0.1:{port}/health", DEADLINE_S, "transformers serve")
         yield str(folder), f"http://127.0.0.1:{port}/v1/chat/completions"
     finally:
         process.terminate()
-        process.wait(timeout=30)
+        process.wait(timeout=DEADLINE_S)
+        process.log.close()
 
 
 def _table1_via_endpoint(model: str, url: str, tmp_path: Path, cells: str, limit: int | None, max_gen_toks: int):
@@ -161,7 +159,10 @@ def test_the_openai_compatible_system_round_trips_through_transformers_serve(smo
 
 
 @pytest.mark.slow
-def test_a_whole_cell_through_transformers_serve(smollm2_server, tmp_path):
+def test_a_cell_at_the_systems_own_n_through_transformers_serve(smollm2_server, tmp_path):
+    """Without --limit, the system file's own N per cell (`limit:`, 10), at its own max_gen_toks."""
+    from caef_bench.evaluate.systems import load_systems
+
     model, url = smollm2_server
     result, samples = _table1_via_endpoint(model, url, tmp_path, "gt_5", limit=None, max_gen_toks=256)
-    _assert_each_reply_was_read_and_scored(result, samples, limit=len(load_cell("gt_5")))
+    _assert_each_reply_was_read_and_scored(result, samples, limit=load_systems()["openai-compatible"].limit)

@@ -239,14 +239,22 @@ def test_the_report_puts_the_curve_beside_caef_and_the_paper_in_three_files(tmp_
 
 @pytest.mark.slow
 def test_the_whole_curve_runs_on_the_shipped_tiny_base(tmp_path):
-    # One step of 128 samples on the real base (minutes on a CPU), then N=2, then the report.
-    from caef_bench.cli import main
+    # One step on the real base (minutes on a CPU), then N=2, then the report. The fraction of add's budget
+    # that one batch is comes from the preset, whose budget grows as CAEF's adapters get rounds.
+    from fractions import Fraction
 
+    from caef_bench.cli import main
+    from caef_bench.train.curve import label
+    from caef_bench.train.presets import PRESETS
+
+    preset = PRESETS["tiny"]
+    budget, batch = preset.adapter_plans["direct_add"]["samples"], preset.for_adapter("direct", "add", {}).stage2_batch
+    one_step = Fraction(batch, budget)
     curve = tmp_path / "curve"
-    assert main(["train-curve", "--ops", "add", "--fractions", "1/4096", "--out", str(curve), "--quiet"]) == 0
-    manifest = json.loads((curve / "frac_1_4096/direct/add/manifest.json").read_text())
-    assert manifest["samples"] == 128 and manifest["position_scheme"] == "standard"
-    assert manifest["base"] == "checkpoints/tiny/base"
+    assert main(["train-curve", "--ops", "add", "--fractions", str(one_step), "--out", str(curve), "--quiet"]) == 0
+    manifest = json.loads((curve / label(one_step) / "direct/add/manifest.json").read_text())
+    assert manifest["samples"] == batch and manifest["curve"]["budget_samples"] == budget
+    assert manifest["position_scheme"] == "standard" and manifest["base"] == "checkpoints/tiny/base"
     assert main(["eval-curve", "--curve", str(curve), "--per-cell", "2", "--cells", "add_5"]) == 0
     assert main(["report-curve", "--evaluation", str(curve / "evaluation.json"), "--out", str(tmp_path)]) == 0
-    assert "| 128 " in (tmp_path / "lora_direct_curve.md").read_text()
+    assert f"| {batch:,} " in (tmp_path / "lora_direct_curve.md").read_text()

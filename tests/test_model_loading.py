@@ -245,9 +245,9 @@ def _check_the_conversion_and_that_it_is_reused(folder: Path):
 
 @needs_smollm2
 def test_smollm2_gguf_conversion_is_reused_and_loads():
-    """The conversion in caef-bench's own cache ($CAEF_BENCH_CACHE, else ~/.cache/caef-bench), kept for the GGUF
-    whose hash it records: made once by whichever test or command needs it first, then read (the SmolLM2 system
-    and endpoint tests use the same folder). `-m slow` converts into a fresh folder."""
+    """The conversion in caef-bench's cache ($CAEF_BENCH_CACHE: in tests, a folder of the session, conftest.py),
+    kept for the GGUF whose hash it records: made once by whichever test or command needs it first, then read
+    (the SmolLM2 system and endpoint tests use the same folder)."""
     pytest.importorskip("gguf", reason=f"transformers needs the gguf package to read GGUF ({smollm2.INSTALL_HINT})")
     folder = smollm2.converted_dir()
     assert folder == smollm2.cache_root() / smollm2.CONVERTED_NAME

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+DEADLINE_S = 300  # for what the tests wait for: a process to start or end (seconds, on a loaded machine minutes)
 
 # The child: writes its pid, then one line per "request" until Ctrl-C, when it notes that it unwound.
 # (Ctrl-C's default handler is set again: a suite started in the background inherits SIGINT ignored.)
@@ -54,7 +55,7 @@ def _alive(pid: int) -> bool:
 def _start(tmp_path: Path, grace: float = 30, child: str = CHILD) -> tuple[subprocess.Popen, int]:
     parent = subprocess.Popen([sys.executable, "-c", PARENT, child, str(tmp_path), str(grace)], cwd=REPO,
                               stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + DEADLINE_S
     while not (tmp_path / "done").is_file():
         assert parent.poll() is None and time.monotonic() < deadline, "the child did not start"
         time.sleep(0.05)
@@ -63,10 +64,9 @@ def _start(tmp_path: Path, grace: float = 30, child: str = CHILD) -> tuple[subpr
 
 @pytest.mark.parametrize("sent, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_stopped_run_stops_its_child_which_keeps_what_it_finished(tmp_path, sent, code):
-    parent, child = _start(tmp_path)
-    time.sleep(0.2)
+    parent, child = _start(tmp_path)  # the child is at work, the parent's handlers set before it started
     parent.send_signal(sent)  # `kill PID`, or Ctrl-C (the child is in its own session: only the parent gets it)
-    assert parent.wait(60) == code
+    assert parent.wait(DEADLINE_S) == code
     assert not _alive(child)
     assert (tmp_path / "unwound").read_text() == "kept what it finished"
     assert len((tmp_path / "done").read_text().splitlines()) >= 1
@@ -78,7 +78,7 @@ def test_a_child_that_ignores_ctrl_c_is_terminated_after_the_grace_period(tmp_pa
                              "signal.signal(signal.SIGINT, signal.SIG_IGN)")
     parent, child = _start(tmp_path, grace=0.5, child=stubborn)
     parent.send_signal(signal.SIGTERM)
-    assert parent.wait(60) == 143
+    assert parent.wait(DEADLINE_S) == 143
     assert not _alive(child) and not (tmp_path / "unwound").exists()
 
 

@@ -2,22 +2,14 @@
 
 The server's step loop (problems joining the runtime's rounds as they come, dropped when their
 clients go), its OpenAI API (models, completions, chat, 400s with reasons), the endpoint backend
-reproducing in-process traces through it, and plain lm-eval scoring CAEF through it. The fast tests
+reproducing in-process traces through it, and lm-eval's API models scoring CAEF through it. These
 put the machines' oracle (or the tiny tier on one problem) behind a real uvicorn in this process;
-the slow ones start `caef-bench serve` and plain `lm_eval` as a user would.
+tests/test_serve_drills.py starts `caef-bench serve` and plain `lm_eval` as a user would.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -30,18 +22,10 @@ from caef_bench.runtime.endpoint import EndpointError, EndpointStepModel, api_ro
 from caef_bench.runtime.oracle import OracleModel
 from caef_bench.serve.app import create_app, every_adapter
 from caef_bench.serve.scheduler import Scheduler
-from serving import BrokenMul, GatedOracle, SlowOracle, free_port, uvicorn_thread, wait_for_health
+from serving import DEADLINE_S, BrokenMul, GatedOracle, health, post, sent_whole, uvicorn_thread, wait_until
 from test_rounds import EVERY_OPERATOR
 
 REPO = Path(__file__).resolve().parents[1]
-
-def _post(url: str, body: dict, timeout: float = 60) -> tuple[int, dict]:
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as reply:
-            return reply.status, json.loads(reply.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
 
 
 @pytest.fixture()
@@ -60,7 +44,7 @@ def test_requests_that_arrive_while_a_round_runs_join_the_next_one():
     scheduler = Scheduler(model).start()
     try:
         first = scheduler.solve("12+34=")
-        assert model.waiting.wait(30)  # its aligner call is in flight ...
+        assert model.waiting.wait(DEADLINE_S)  # its aligner call is in flight ...
         later = [scheduler.solve("45+67="), scheduler.solve("99+1=")]  # ... when two more arrive
         model.gate.set()
         records = [job.future.result(30) for job in (first, *later)]
@@ -73,16 +57,19 @@ def test_requests_that_arrive_while_a_round_runs_join_the_next_one():
 
 
 def test_a_problem_whose_client_left_is_dropped_before_the_next_round():
-    model = SlowOracle(delay=0.05)
-    scheduler = Scheduler(model).start()
+    model = GatedOracle()
+    scheduler = Scheduler(model)
+    kept, left = scheduler.solve("12345+67890="), scheduler.solve("99999+1=")  # both in the first round
+    scheduler.start()
     try:
-        kept, left = scheduler.solve("12345+67890="), scheduler.solve("99999+1=")
-        time.sleep(0.15)
-        scheduler.cancel(left)
-        assert kept.future.result(30).answer == "80235"
+        assert model.waiting.wait(DEADLINE_S)  # that round's aligner call is under way ...
+        scheduler.cancel(left)  # ... when one client leaves
+        model.gate.set()
+        assert kept.future.result(DEADLINE_S).answer == "80235"
     finally:
         scheduler.stop()
-    assert scheduler.dropped == 1 and not scheduler.rounds.active
+    assert model.calls[0] == ("aligner_add", 2)
+    assert (scheduler.left, scheduler.dropped) == (1, 1) and not scheduler.rounds.active
     executor_calls = [n for adapter, n in model.calls if adapter == "executor_add"]
     assert executor_calls[-1] == 1  # the kept problem finished alone
 
@@ -179,42 +166,41 @@ def test_bodies_that_are_not_requests_are_400s_and_the_server_goes_on(client):
 # --------------------------------------------------------------------------- over real HTTP
 
 
-def _hang_up(base: str, expr: str, after: float) -> None:
-    """A client that sends a whole problem and disconnects before the answer."""
-    host, port = base.removeprefix("http://").split(":")
-    body = json.dumps({"model": "caef-tiny", "prompt": expr}).encode()
-    with socket.create_connection((host, int(port))) as sock:
-        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
-        time.sleep(after)
-
-
 def test_64_concurrent_clients_some_leaving_every_answer_right_and_the_server_alive():
+    """Gated: a first problem's round waits until 64 more requests are in and 8 of their clients have hung
+    up, so every count is exact: the 8 are dropped before they cost a call, the other 56 join the first
+    one's next round together, and each is answered right."""
     rows = load_cell("add_10")[:64]
-    leaving = set(range(0, 64, 8))  # 8 of them hang up mid-problem
-    model = SlowOracle(delay=0.02)
+    leaving = set(range(0, 64, 8))
+    model = GatedOracle()
     app = create_app(model, "tiny")
-    with uvicorn_thread(app) as base:
-        def client(i):
-            if i in leaving:
-                _hang_up(base, rows[i]["expr"], after=0.1)
-                return None
-            return _post(base + "/v1/completions", {"model": "caef-tiny", "prompt": rows[i]["expr"]})
+    scheduler = app.state.scheduler
+    with uvicorn_thread(app) as base, ThreadPoolExecutor(65) as pool:
+        def solve(expr):
+            return post(base + "/v1/completions", {"model": "caef-tiny", "prompt": expr}, DEADLINE_S)
 
-        with ThreadPoolExecutor(64) as pool:
-            replies = list(pool.map(client, range(64)))
-        deadline = time.monotonic() + 30
-        while app.state.scheduler.rounds.active and time.monotonic() < deadline:
-            time.sleep(0.05)
-        status, after = _post(base + "/v1/completions", {"model": "caef-tiny", "prompt": "123+877="})
-        health = json.loads(urllib.request.urlopen(base + "/health", timeout=10).read())
-    answered = [(i, reply) for i, reply in enumerate(replies) if reply is not None]
-    assert len(answered) == 56 and all(status == 200 for _, (status, _) in answered)
-    assert all(body["choices"][0]["text"] == rows[i]["answer"] for i, (_, body) in answered)
+        first = pool.submit(solve, "99999+1=")
+        assert model.waiting.wait(DEADLINE_S)  # its first round is under way, alone
+        sockets = [sent_whole(base, rows[i]["expr"]) for i in leaving]
+        staying = {i: pool.submit(solve, rows[i]["expr"]) for i in range(64) if i not in leaving}
+        wait_until(lambda: scheduler.queued == 64, "all 64 problems arrived")
+        for sock in sockets:
+            sock.close()  # hang up before the answer
+        wait_until(lambda: scheduler.left == 8, "the server saw the 8 clients leave")
+        model.gate.set()
+        replies = {i: future.result() for i, future in staying.items()}
+        assert first.result()[1]["choices"][0]["text"] == "100000"
+        wait_until(lambda: not scheduler.rounds.active, "no problem left in flight")
+        status, after = solve("123+877=")
+        state = health(base)
+    assert all(status == 200 for status, _ in replies.values())
+    assert all(body["choices"][0]["text"] == rows[i]["answer"] for i, (_, body) in replies.items())
     assert (status, after["choices"][0]["text"]) == (200, "1000")
-    assert health["status"] == "ok" and health["in_flight"] == 0
-    assert app.state.scheduler.dropped >= 1  # the ones that left stopped costing calls
-    assert app.state.scheduler.widest_round > 8  # concurrent problems shared rounds
+    assert state["status"] == "ok" and state["in_flight"] == 0 and state["queued"] == 0
+    assert (state["left"], state["dropped"]) == (8, 8)
+    assert state["widest_round"] == 57  # the 56 staying problems joined the first one's second round
+    asked = [prompt for adapter, prompt in model.prompts if adapter == "aligner_add" and prompt.endswith("=")]
+    assert sorted(asked) == sorted(["99999+1=", "123+877="] + [rows[i]["expr"] for i in staying])  # none twice
 
 
 def test_the_endpoint_backend_reproduces_in_process_traces_through_serve():
@@ -292,73 +278,6 @@ def test_lm_evals_local_completions_scores_through_serve_what_caef_scores():
     direct = _lm_eval_samples(CaefLM(step_model=OracleModel()), None)
     assert [s["filtered_resps"] for s in served] == [s["filtered_resps"] for s in direct]
     assert [s["exact_match"] for s in served] == [1.0] * 5
-
-
-# --------------------------------------------------------------------------- as a user runs them (slow)
-
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-
-
-@pytest.fixture(scope="module")
-def caef_serve():
-    """`caef-bench serve` on the tiny tier, started as a user starts it."""
-    port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "caef_bench", "serve", "--port", str(port)], cwd=REPO, env=ENV,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_for_health(process, base + "/health", 300, "caef-bench serve")
-        yield base
-    finally:
-        process.terminate()
-        process.wait(timeout=60)
-
-
-def _samples(folder: Path, task: str = "caef_add_5") -> list[dict]:
-    log = sorted(folder.rglob(f"samples_{task}_*.jsonl"))[-1]
-    return sorted((json.loads(line) for line in log.read_text().splitlines()), key=lambda s: s["doc_id"])
-
-
-@pytest.mark.slow
-def test_plain_lm_eval_scores_caef_through_serve_as_caef_bench_lm_eval_does(caef_serve, tmp_path):
-    lm_eval = shutil.which("lm_eval", path=str(Path(sys.executable).parent)) or shutil.which("lm_eval")
-    served = subprocess.run(
-        [lm_eval, "--model", "local-completions", "--model_args",
-         f"model=caef-tiny,base_url={caef_serve}/v1/completions,tokenized_requests=False",
-         "--tasks", "caef_add_5", "--include_path", str(REPO / "tasks"), "--limit", "5",
-         "--log_samples", "--output_path", str(tmp_path / "served")],
-        cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=1800)
-    assert served.returncode == 0, served.stderr[-3000:]
-    row = next(line for line in served.stdout.splitlines() if "exact_match" in line)
-    assert "|1|" in row.replace(" ", "").replace("1.0000", "1")  # exact_match 1.0, as lm-eval prints it
-    direct = subprocess.run(
-        [sys.executable, "-m", "caef_bench", "lm-eval", "--model", "caef", "--tasks", "caef_add_5", "--limit", "5",
-         "--log_samples", "--output_path", str(tmp_path / "direct")],
-        cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=1800)
-    assert direct.returncode == 0, direct.stderr[-3000:]
-    ours, theirs = _samples(tmp_path / "served"), _samples(tmp_path / "direct")
-    assert [s["filtered_resps"] for s in ours] == [s["filtered_resps"] for s in theirs]
-    assert [s["exact_match"] for s in ours] == [1.0] * 5
-
-
-@pytest.mark.slow
-def test_a_drill_of_64_clients_on_the_tiny_tier_some_leaving(caef_serve):
-    rows = load_cell("add_10")[:64]
-    leaving = set(range(3, 64, 8))
-
-    def client(i):
-        if i in leaving:
-            _hang_up(caef_serve, rows[i]["expr"], after=0.5)
-            return None
-        return _post(caef_serve + "/v1/completions", {"model": "caef-tiny", "prompt": rows[i]["expr"]}, timeout=1200)
-
-    with ThreadPoolExecutor(64) as pool:
-        replies = list(pool.map(client, range(64)))
-    answered = {i: body for i, (status, body) in ((i, r) for i, r in enumerate(replies) if r) if status == 200}
-    assert len(answered) == 64 - len(leaving)
-    assert all(body["choices"][0]["text"] == rows[i]["answer"] for i, body in answered.items())
-    health = json.loads(urllib.request.urlopen(caef_serve + "/health", timeout=30).read())
-    assert health["status"] == "ok" and health["widest_round"] > 8
 
 
 @pytest.mark.slow

@@ -136,15 +136,52 @@ def test_the_report_writes_markdown_json_and_a_figure_from_the_samples(tmp_path)
     assert paths[2].read_bytes()[:4] == b"\x89PNG" and paths[2].stat().st_size > 10_000
 
 
-def test_a_local_run_is_compared_cell_by_cell_with_the_committed_intervals():
+def _cells(**rates):
+    """{cell: stats} from cell=(correct, n)."""
+    from caef_bench.evaluate.scoring import accuracy
+
+    return {cell: accuracy([{"correct": i < k} for i in range(n)]) for cell, (k, n) in rates.items()}
+
+
+def test_a_local_run_of_20_right_of_20_is_consistent_with_a_committed_199_of_200():
+    """The main job's verdict (issue 64): 20 of 20 is what a 99.5% model does most of the time, not a difference."""
     from caef_bench.report.table1 import comparison_lines
 
-    committed = {"systems": {"caef-tiny": {"cells": {"add_5": {"n": 200, "accuracy": 0.99, "ci_low": 0.96, "ci_high": 1.0},
-                                                     "gt_5": {"n": 200, "accuracy": 1.0, "ci_low": 0.98, "ci_high": 1.0}}}}}
-    local = {"caef-tiny": {"cells": {"add_5": {"n": 10, "accuracy": 1.0}, "gt_5": {"n": 10, "accuracy": 0.9}}}}
+    committed = {"systems": {"caef-tiny": {"cells": _cells(mul_1_10=(199, 200), add_5=(200, 200))}}}
+    local = {"caef-tiny": {"cells": _cells(mul_1_10=(20, 20), add_5=(20, 20))}}
     lines = comparison_lines(local, committed)
-    assert lines[0].startswith("compared with the committed table: 1 of 2 cells inside")
-    assert "gt_5: 90.0% (N=10) against the committed 100.0%" in lines[1]
+    assert len(lines) == 1 and lines[0].startswith("compared with the committed table: consistent, no cell differs")
+    assert "Fisher's exact test" in lines[0] and "over the 2 cells" in lines[0]
+    assert "mul_1_10: 20 of 20 (100.0%) against 199 of 200 (99.5%), p = 1" in lines[0]
+
+
+def test_a_cell_that_really_differs_is_named_with_both_rates():
+    from caef_bench.report.table1 import comparison_lines
+
+    committed = {"systems": {"caef-tiny": {"cells": _cells(mul_1_10=(199, 200), gt_5=(200, 200))},
+                             "lora-direct-tiny": {"cells": _cells(eq_5=(100, 100))}}}
+    local = {"caef-tiny": {"cells": _cells(mul_1_10=(10, 20), gt_5=(20, 20))},
+             "lora-direct-tiny": {"cells": _cells(eq_5=(10, 10))},
+             "gpt-4o": {"skipped": "needs OPENAI_API_KEY"}}
+    lines = comparison_lines(local, committed)
+    assert lines[0].startswith("compared with the committed table: 1 of 3 cells differ")
+    assert lines[1:] == ["  caef-tiny mul_1_10: 10 of 20 (50.0%), below the committed 199 of 200 (99.5%) (p = 3.3e-11)"]
+
+
+def test_one_cell_off_at_5_percent_among_56_is_not_called_a_difference():
+    """18 of 20 against 199 of 200 is p = 0.022 alone; among 56 cells compared, Holm's bar for the lowest is
+    0.05/56, so the verdict stays "consistent"; alone, the same cell differs."""
+    from caef_bench.report.table1 import comparison_lines, holm_rejections
+
+    cells = {f"c{i}": (20, 20) for i in range(55)}
+    committed = {"systems": {"s": {"cells": _cells(**{c: (200, 200) for c in cells}, odd=(199, 200))}}}
+    local = {"s": {"cells": _cells(**cells, odd=(18, 20))}}
+    assert "consistent" in comparison_lines(local, committed)[0]
+    alone = comparison_lines({"s": {"cells": _cells(odd=(18, 20))}}, committed)
+    assert alone[0].startswith("compared with the committed table: 1 of 1 cells differ") and "p = 0.022" in alone[1]
+    assert holm_rejections([0.01, 0.04, 0.03, 0.5]) == [True, False, False, False]  # 0.01 < 0.05/4; 0.03 >= 0.05/3
+    assert holm_rejections([0.001, 0.02, 0.012]) == [True, True, True]  # 0.001 < 0.05/3, 0.012 < 0.05/2, 0.02 < 0.05
+    assert comparison_lines({"s": {"cells": _cells(x=(1, 1))}}, committed) == ["no cell in common with the committed table"]
 
 
 def _fake_lm_eval(calls):

@@ -22,7 +22,7 @@ import lm_eval.models  # noqa: F401  (lm-eval's own models first: registering be
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
-from caef_bench.machines import parse_expression
+from caef_bench.machines import parse_expression, typed_expression
 from caef_bench.models.limits import check_within_tier
 
 
@@ -96,11 +96,12 @@ class CaefLM(_NoLoglikelihood, LM):
         waiting: dict[str, list[int]] = {}  # problem id -> the requests that ask it
         problems: dict[str, Problem] = {}
         for index, request in enumerate(requests):
-            expr = request.args[0].strip()
-            try:
+            try:  # a context typed as people type it ("12 + 34") is run as the template (12+34=)
+                expr = typed_expression(request.args[0])
                 expression = parse_expression(expr)
             except ValueError as error:  # not a CAEF expression: nothing to execute, an empty answer
-                print(f"caef: not an expression, answered with nothing: {expr[:80]!r} ({error})", file=sys.stderr)
+                print(f"caef: not an expression, answered with nothing: {request.args[0].strip()[:80]!r} ({error})",
+                      file=sys.stderr)
                 answers[index] = ""
                 continue
             check_within_tier(self.tier, expression)  # beyond the tier's operands: stop before solving anything

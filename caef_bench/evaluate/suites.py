@@ -13,7 +13,7 @@ from pathlib import Path
 from caef_bench.data.testsets import CELLS, load_cell, table1_cells
 from caef_bench.evaluate.failures import record_failures
 from caef_bench.evaluate.scoring import accuracy, is_correct, text_accuracy, verdict
-from caef_bench.machines import OPERATIONS, parse_expression, result, run
+from caef_bench.machines import OPERATIONS, parse_expression, result, run, typed_expression
 from caef_bench.machines.composers import CALLEES
 from caef_bench.models.names import aligner_name, executor_of_machine
 from caef_bench.runtime import Problem, load_records, solve_batch, solve_to_file
@@ -33,8 +33,9 @@ def cell_problems(cell: str, limit: int | None) -> list[dict]:
 
 
 def solve_expression(model, expr: str):
-    """One expression (no dataset row), traced; its target is the machines' answer. Returns the
-    record and whether it is right, by the rule every system is scored by."""
+    """One expression as a person types it ("12 + 34": run as 12+34=), traced; its target is the
+    machines' answer. Returns the record and whether it is right, by the rule every system is scored by."""
+    expr = typed_expression(expr)
     expression = parse_expression(expr)
     record = solve_batch([Problem("cli", expr, str(result(expression.op, expression.a, expression.b)))], model,
                          mode="traced")[0]
@@ -212,6 +213,13 @@ class SuiteResults:
     def name(self) -> str:
         return RESULT_NAMES[self.suite]
 
+    @classmethod
+    def from_document(cls, suite: str, document: dict) -> SuiteResults:
+        """What a results document (its JSON file) says of itself, enough to write its report again: the
+        records folder and reused steps it names, and the cells it kept from earlier runs (`made_by`)."""
+        return cls(suite, document, Path(document["records"]), list(document.get("reuse_sources", [])),
+                   {cell: result for cell, result in document["results"].items() if "made_by" in result})
+
 
 def records_folder(model, tier: str, given: str | Path | None = None, reused_from: dict | None = None
                    ) -> tuple[Path, list]:
@@ -260,7 +268,9 @@ def run_suite(model, request: SuiteRequest, out: Path, progress=None, say=print)
             results = dict(sorted({**kept, **results}.items(), key=lambda item: order.index(item[0])))
     document = {"command": request.command, "tier": request.tier, "checkpoints": request.checkpoints,
                 "weights": model.fingerprint, "limit": request.limit, "adapters": model.adapter_fingerprints,
-                "seconds": round(time.perf_counter() - started, 1), "results": results}
+                "seconds": round(time.perf_counter() - started, 1),
+                # what the report says of where its numbers come from, so it can be written again from this file
+                "records": str(records), "reuse_sources": sources, "results": results}
     if request.keep_unchanged:
         document["dropped"] = dropped  # so the table says which cells are missing and why, run after run
     return SuiteResults(request.suite, document, records, sources, kept)

@@ -106,7 +106,7 @@ def run_child(command: list[str], env: dict | None = None, grace: float = GRACE_
     without an exit, sends SIGTERM, and the next SIGKILL. Then `RunStopped` is raised."""
     if threading.current_thread() is not threading.main_thread():  # only the main thread gets signals
         return subprocess.run(command, env=env).returncode
-    child = subprocess.Popen(command, env=env, start_new_session=True)
+    child: subprocess.Popen | None = None
     received: list[int] = []
     escalation = [signal.SIGINT, signal.SIGTERM, signal.SIGKILL]
 
@@ -119,10 +119,15 @@ def run_child(command: list[str], env: dict | None = None, grace: float = GRACE_
 
     def stop(signum, _frame) -> None:
         received.append(signum)
-        escalate()
+        if child is not None:
+            escalate()
 
+    # The handlers come first: a signal that arrives as the child starts is passed on, not lost.
     previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
     try:
+        child = subprocess.Popen(command, env=env, start_new_session=True)
+        if received:
+            escalate()
         while True:
             try:
                 returncode = child.wait(timeout=0.5)
@@ -132,8 +137,9 @@ def run_child(command: list[str], env: dict | None = None, grace: float = GRACE_
                     received.append(received[-1])
                     escalate()
     except BaseException:
-        child.kill()
-        child.wait()
+        if child is not None:
+            child.kill()
+            child.wait()
         raise
     finally:
         for sig, handler in previous.items():

@@ -5,6 +5,7 @@ Public API:
     run(op, a, b=None)     -> Run: any step's state, command and text by index
     align_input("45+67=")  -> the executor's start state and first command
     align_output(halt)     -> "45+67=112"
+    typed_expression("12 + 34") -> "12+34=" (what a person types, as the template)
     parse(text) / render(snapshot)  -> structured states and back, byte for byte
     classify(expected, got)         -> how a model's step differs (error class) or None
     next_text(kind, op, text)       -> what op's executor or aligner writes next on a correct run
@@ -20,6 +21,7 @@ from .aligner import (
     parse_expression,
     start_misalignment,
     start_operands,
+    typed_expression,
 )
 from .compare import ERROR_CLASSES, classify
 from .composers import ComposerRun, composer_view, composer_view_of_halt
@@ -68,4 +70,5 @@ __all__ = [
     "FormatError", "OffCourse", "Operation", "Run", "Snapshot", "Tape",
     "align_input", "align_output", "answer_misalignment", "classify", "composer_view", "composer_view_of_halt", "lookup", "next_text",
     "parse", "parse_expression", "render", "result", "run", "start_misalignment", "start_operands", "trace",
+    "typed_expression",
 ]

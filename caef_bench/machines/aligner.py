@@ -51,11 +51,36 @@ def parse_expression(expr: str) -> Expression:
 
 
 _DIGITS = re.compile(r"[0-9]+")
+# What a person types around the template: blanks between numbers and symbols ("12 + 34 ="), none
+# inside a number ("4 5+6" stays an error: is it 45 or a missing operator?).
+_BLANKS_AROUND_SYMBOLS = re.compile(r"\s*([^0-9\s]+)\s*")
+_BLANK_INSIDE_NUMBER = re.compile(r"[0-9]\s+[0-9]")
+
+
+def typed_expression(text: str) -> str:
+    """What a person typed -> the template the machines read: "12 + 34" -> "12+34=", " 7 < 7 " -> "7<7=".
+
+    Only what has one plain meaning is mended: blanks around the operator and the '=', and a missing
+    final '='. Everything else (blanks inside a number, signs, unknown operators, an answer after the
+    '=') is left for parse_expression to refuse with its one-line reason. Model outputs are never
+    read through this: the runtime keeps the template's exact bytes."""
+    if not isinstance(text, str):
+        raise ValueError(f"expression must be a string, got {type(text).__name__}")
+    stripped = text.strip()
+    if _BLANK_INSIDE_NUMBER.search(stripped):
+        raise ValueError(f"spaces are not allowed inside a number: {stripped!r}")
+    joined = _BLANKS_AROUND_SYMBOLS.sub(r"\1", stripped)
+    if joined and joined[-1].isdigit() and not re.search(r"[0-9]=[0-9]", joined):
+        joined += "="  # "12+34" asks 12+34= (but "12+34=46" is not a question: left to be refused)
+    return joined
 
 
 def _explain(expr: str) -> str:
     """Name what is wrong with an expression that does not match the template."""
     if not expr.endswith("="):
+        asked, equals, after = expr.rpartition("=")
+        if equals and after.isdigit() and _EXPRESSION.fullmatch(asked + "="):
+            return f"expression must end with '=', without an answer after it (template '<a><op><b>='): {expr!r}"
         return f"expression must end with '=' (template '<a><op><b>='): {expr!r}"
     body = expr[:-1]
     if body[:1] in ("+", "-"):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from caef_bench.machines import Expression, parse_expression
+from caef_bench.machines import Expression, parse_expression, typed_expression
 
 LENGTH_OPS = ("add", "sub", "gt", "lt", "eq")
 
@@ -54,9 +54,12 @@ TIER_LIMITS = {
 }
 
 
-def check_supported(tier: str, expr: str) -> None:
-    """Raise BeyondTierError (or parse_expression's ValueError) unless the tier can run `expr`."""
-    check_within_tier(tier, parse_expression(expr))
+def check_supported(tier: str, expr: str) -> str:
+    """The expression a person typed as the template ("12 + 34" -> "12+34="); BeyondTierError (or
+    parse_expression's ValueError, one line) unless the tier can run it."""
+    expression = parse_expression(typed_expression(expr))
+    check_within_tier(tier, expression)
+    return str(expression)
 
 
 def check_within_tier(tier: str, expression: Expression) -> None:

@@ -27,7 +27,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from caef_bench.machines import ALIGNED_OPS, EXECUTOR_OPS, parse_expression
+from caef_bench.machines import ALIGNED_OPS, EXECUTOR_OPS, parse_expression, typed_expression
 from caef_bench.machines.ops import BY_SYMBOL
 from caef_bench.models.limits import check_within_tier
 from caef_bench.models.names import aligner_name, executor_name
@@ -38,9 +38,11 @@ MAX_PROMPTS = 4096  # prompts in one request
 MAX_PROMPT_CHARS = 200_000  # a 100-digit composer state is a few thousand characters
 MAX_BODY_BYTES = 64 << 20
 DISCONNECT_POLL_S = 0.25
-# Any expression in a chat message: "The expression is: 45+67=." (longest symbols first: // and ==).
-_IN_TEXT = re.compile(r"(?<![0-9])[0-9]+(?:" + "|".join(re.escape(s) for s in sorted(BY_SYMBOL, key=len, reverse=True))
-                      + r")[0-9]+=")
+# Any expression in a chat message: "The expression is: 45+67=." (longest symbols first: // and ==);
+# failing that, one as a person writes it: "What is 12 + 34?".
+_SYMBOL_PATTERN = "|".join(re.escape(s) for s in sorted(BY_SYMBOL, key=len, reverse=True))
+_IN_TEXT = re.compile(r"(?<![0-9])[0-9]+(?:" + _SYMBOL_PATTERN + r")[0-9]+=")
+_TYPED_IN_TEXT = re.compile(r"(?<![0-9])[0-9]+[ \t]*(?:" + _SYMBOL_PATTERN + r")[ \t]*[0-9]+(?![0-9])")
 
 
 class BadRequest(Exception):
@@ -159,9 +161,10 @@ def _short(text: str, room: int = 60) -> str:
 
 
 def expression_of(prompt: str, tier: str, where: str):
-    """The expression a whole-problem prompt asks, checked against the tier's limits."""
+    """The expression a whole-problem prompt asks (as a person types it: "12 + 34" asks 12+34=),
+    checked against the tier's limits."""
     try:
-        expression = parse_expression(prompt.strip())
+        expression = parse_expression(typed_expression(prompt))
     except ValueError as error:
         raise BadRequest(f"{where} is not an expression such as 45+67=: {error}", "prompt") from None
     try:
@@ -192,10 +195,10 @@ def chat_expression(body: dict) -> str:
         content = "\n".join(part.get("text", "") for part in content if isinstance(part, dict))
     if not isinstance(content, str):
         raise BadRequest("the last user message has no text", "messages")
-    found = _IN_TEXT.findall(content)
+    found = _IN_TEXT.findall(content) or _TYPED_IN_TEXT.findall(content)
     if not found:
         raise BadRequest(f"no expression such as 45+67= in the last user message: {_short(content)!r}", "messages")
-    return found[-1]
+    return typed_expression(found[-1])
 
 
 def chat_reply(expr: str, record) -> str:
@@ -243,8 +246,14 @@ def create_app(model, tier: str, *, tokenizer=None, mode: str = "free", batch_si
         length = request.headers.get("content-length")
         if length and length.isdigit() and int(length) > MAX_BODY_BYTES:
             raise BadRequest(f"the body has {length} bytes; at most {MAX_BODY_BYTES}")
+        chunks, size = [], 0
+        async for chunk in request.stream():  # a body without a length (chunked) is held to the same bound
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                raise BadRequest(f"the body has more than {MAX_BODY_BYTES} bytes; at most {MAX_BODY_BYTES}")
+            chunks.append(chunk)
         try:
-            body = json.loads(await request.body())
+            body = json.loads(b"".join(chunks))
         except ValueError:
             raise BadRequest("the body is not JSON") from None
         if not isinstance(body, dict):
@@ -296,7 +305,8 @@ def create_app(model, tier: str, *, tokenizer=None, mode: str = "free", batch_si
     async def health():
         scheduler = app.state.scheduler
         return {"status": "ok" if scheduler.alive else "step loop stopped", "in_flight": len(scheduler.rounds.active),
-                "rounds": scheduler.rounds_run, "widest_round": scheduler.widest_round}
+                "queued": scheduler.queued, "rounds": scheduler.rounds_run, "widest_round": scheduler.widest_round,
+                "left": scheduler.left, "dropped": scheduler.dropped}
 
     @app.get("/v1/models")
     async def models():
@@ -318,9 +328,9 @@ def create_app(model, tier: str, *, tokenizer=None, mode: str = "free", batch_si
         prompts, stops, limit = prompts_of(body), stop_strings(body), max_tokens_of(body)
         scheduler = app.state.scheduler
         if body["model"] == whole:
-            for i, prompt in enumerate(prompts):
-                expression_of(prompt, tier, f"prompt {i}" if len(prompts) > 1 else "the prompt")
-            records = await wait(request, [scheduler.solve(p.strip()) for p in prompts])
+            asked = [str(expression_of(prompt, tier, f"prompt {i}" if len(prompts) > 1 else "the prompt"))
+                     for i, prompt in enumerate(prompts)]
+            records = await wait(request, [scheduler.solve(expr) for expr in asked])
             _failed(records)
             choices = [_problem_choice(i, record, stops) for i, record in enumerate(records)]
             tokens = sum(record.n_steps for record in records)
@@ -338,8 +348,7 @@ def create_app(model, tier: str, *, tokenizer=None, mode: str = "free", batch_si
         if body["model"] != whole:
             raise BadRequest(f"{body['model']} is one step of a machine: send its state text to /v1/completions; "
                              f"chat takes {whole}", "model")
-        expr = chat_expression(body)
-        expression_of(expr, tier, "the expression")
+        expr = str(expression_of(chat_expression(body), tier, "the expression"))
         record, = await wait(request, [app.state.scheduler.solve(expr)])
         _failed([record])
         content, _ = cut_at_stop(chat_reply(expr, record), stop_strings(body))

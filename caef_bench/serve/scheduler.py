@@ -68,7 +68,8 @@ class Scheduler:
         # what the loop has done, for /health and the tests
         self.rounds_run = 0
         self.widest_round = 0  # the most problems one round has carried
-        self.dropped = 0  # problems whose clients went away before they finished
+        self.left = 0  # jobs whose clients went away before their answer (counted as they leave)
+        self.dropped = 0  # problems of those that the loop dropped: in its rounds, or before they joined
 
     # ------------------------------------------------------------------ the request side (event loop)
 
@@ -86,6 +87,11 @@ class Scheduler:
     def alive(self) -> bool:
         return self._thread.is_alive()
 
+    @property
+    def queued(self) -> int:
+        """Jobs that arrived and wait for the loop's next turn."""
+        return len(self._inbox)
+
     def solve(self, expr: str) -> Job:
         """A whole problem, `45+67=` (checked by the caller); its future gets the record."""
         job_id = f"p{next(self._ids)}"
@@ -99,6 +105,7 @@ class Scheduler:
         """The client has gone: the job is dropped before the next round."""
         job.future.cancel()
         with self._wake:
+            self.left += 1
             self._gone.add(job.id)
             self._wake.notify()
 
@@ -135,6 +142,7 @@ class Scheduler:
         steps = []
         for job in arrived:
             if job.id in gone or job.future.cancelled():
+                self.dropped += job.problem is not None
                 continue
             if job.problem is None:
                 steps.append(job)

@@ -6,7 +6,8 @@ a flat working set at the same or a better speed (the measurements are in docs/t
 The allocator is chosen when a process starts, so `caef-bench train` re-executes itself once
 with jemalloc preloaded, as the same command line (`pgrep -f caef-bench` finds it) and process id.
 
-Set CAEF_BENCH_ALLOCATOR=system to keep the C library's malloc. Nothing here imports torch.
+Set CAEF_BENCH_ALLOCATOR=system to keep the C library's malloc, or to the path of a jemalloc library
+the loader does not find by itself (a conda environment's, a build of your own). Nothing here imports torch.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Mapping
 
-CHOICE = "CAEF_BENCH_ALLOCATOR"  # "system" keeps the C library's malloc
+CHOICE = "CAEF_BENCH_ALLOCATOR"  # "system" keeps the C library's malloc; a path names the jemalloc to preload
 KNOWN = ("jemalloc", "tcmalloc")  # allocators already preloaded (by the user, or by the re-execution: no loop)
 # jemalloc hands pages unused for ~10 s back to the system by default, and a training step (a few
 # seconds) allocates them again, page fault by page fault, which costs a CPU run a fifth of its
@@ -31,13 +32,18 @@ def preload_environment(environ: Mapping[str, str], *, system: str = sys.platfor
     as it is: not Linux (LD_PRELOAD is the Linux loader's), the user chose the system allocator,
     a known allocator is already preloaded (so the re-executed process goes on), or jemalloc is
     not installed (`apt install libjemalloc2`). The user's own preloads stay, after it, and
-    jemalloc is told not to purge unless MALLOC_CONF says otherwise."""
-    if not system.startswith("linux") or environ.get(CHOICE, "").lower() == "system":
+    jemalloc is told not to purge unless MALLOC_CONF says otherwise. ValueError when
+    CAEF_BENCH_ALLOCATOR names a library file that is not there."""
+    choice = environ.get(CHOICE, "")
+    if not system.startswith("linux") or choice.lower() == "system":
         return None
     preloaded = [entry for entry in environ.get("LD_PRELOAD", "").replace(":", " ").split() if entry]
     if any(name in Path(entry).name for entry in preloaded for name in KNOWN):
         return None
-    library = find("jemalloc")
+    if "/" in choice and not Path(choice).is_file():
+        raise ValueError(f"{CHOICE}={choice} names no file: give the path of a jemalloc library "
+                         f"(libjemalloc.so.2), or 'system' to keep the C library's malloc")
+    library = choice if "/" in choice else find("jemalloc")
     if not library:
         return None
     return {"MALLOC_CONF": NO_PURGING, **environ, "LD_PRELOAD": " ".join([library, *preloaded])}
@@ -55,7 +61,11 @@ def relaunch_command(argv: list[str], program: str, python: str) -> list[str]:
 def reexecute_with_jemalloc(argv: list[str]) -> None:
     """Replace this process by the same command with jemalloc preloaded, where
     `preload_environment` says to; otherwise return and let the caller go on."""
-    environment = preload_environment(os.environ)
+    try:
+        environment = preload_environment(os.environ)
+    except ValueError as error:  # before anything else runs: the CLI's one-line error and exit code
+        print(f"caef-bench: error: {error}", file=sys.stderr)
+        sys.exit(2)
     if environment is None:
         return
     print(f"caef-bench: training under jemalloc ({environment['LD_PRELOAD'].split()[0]}; "

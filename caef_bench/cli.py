@@ -246,7 +246,8 @@ def _run(args: argparse.Namespace) -> int:
         suite=args.suite, tier=args.model, command=args.command_line,
         cells=tuple(check_cells(args.cells.split(",") if args.cells else None)), limit=args.limit,
         checkpoints=args.checkpoints, records=Path(args.records) if args.records else None,
-        reuse_steps=Path(args.reuse_steps) if args.reuse_steps else None, keep_unchanged=args.keep_unchanged)
+        reuse_steps=Path(args.reuse_steps) if args.reuse_steps else None, keep_unchanged=args.keep_unchanged,
+        per_cell=args.per_cell)
     model = _step_model(args)
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
 
@@ -342,7 +343,7 @@ def _run_repeated(args: argparse.Namespace) -> int:
         limits=_system_limits(args.limits, systems), cells_of=_cells_of(args.cells_of, systems, cells, select_cells),
         seed=args.seed, onestep_per_cell=args.onestep_per_cell,
         onestep_cells=tuple(select_cells(args.onestep_cells)) if args.onestep_cells else None,
-        speculative=not args.no_speculative, device=_device(args))
+        speculative=not args.no_speculative, device=_device(args), per_cell=args.per_cell)
     results = run_repeated(request, say=lambda line: print(line, file=sys.stderr, flush=True))
     if previous is not None:
         results = with_previous(results, previous, args.previous)
@@ -645,6 +646,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--records", help="folder of per-problem records (default work/records/<model>); reruns resume")
     run.add_argument("--device", help="cpu, cuda, … (default: cuda when available)")
     run.add_argument("--no-speculative", action="store_true")
+    run.add_argument("--per-cell", action="store_true",
+                     help="caef, repeated: solve one cell after another (default: every cell's problems in the same "
+                          "batched rounds; the records are the same)")
     _backend_arguments(run)
     run.add_argument("--keep-unchanged", action="store_true",
                      help="keep the other cells of the results file in --out whose adapters are byte-identical "

@@ -29,7 +29,8 @@ What one call does, each stage logged with its time in --out/full_evaluation.log
 3. Solve: every pending problem of every cell, spread over --processes processes (problems i,
    i+P, i+2P, ... of each cell to process i), each solving all of its cells' problems in the same
    batched rounds (`runtime.solve_to_files`: one call per adapter and round carries problems of
-   every cell, passes packed by width) into shards of its own (work/shards/), resumable. Several
+   every cell, passes packed by width) into shards of its own (work/shards/), resumable, its records
+   without step texts (what comes back is packed without them anyway). Several
    processes, because between two passes the runtime parses, renders and drafts every step in
    Python. No round starts after the deadline (--minutes, less the time to assemble).
 4. Tables: the shards go into the records folder and `caef-bench run --suite caef` and
@@ -37,14 +38,18 @@ What one call does, each stage logged with its time in --out/full_evaluation.log
    every one of its cells has whole), solving nothing. --bring-back packs the records without
    their step texts (records.tgz), the tables (tables.tgz), this log and precision_check.json.
 
-Expected time (docs/runtime.md, "The paper's N on an accelerator", has the arithmetic): the pending
-work, after the committed records, is 31,800 problems, 3.1 million model calls, 0.98 billion tokens
-and 9.5 PFLOP (float32, adapters folded; `runtime.cost`). On the H200's float32 rate (67 TFLOP/s
-listed, about half of it on these 256-wide products) that is ~280 s of arithmetic, ~90 s with TF32
-or bf16; the Python between passes, 0.25 ms per model call measured on this project's CPU
-(bench_throughput.py), is ~780 CPU-seconds, ~100 s over 8 processes. With start-up, the precision
-check (~60 s) and the tables (~90 s) the call should end in 6 to 9 minutes in float32, and leaves
-whole cells and a resumable rest if it does not.
+Expected time (docs/runtime.md, "The paper's N on an accelerator", has the arithmetic): after the
+committed records, 26,600 problems are pending (17,600 of Table 1, 9,000 repeated-digit), 2.49
+million model calls, 0.91 billion tokens, 7.9 PFLOP in float32 with the adapters folded
+(`runtime.cost`; everything, committed records included: 42,400 problems, 10.8 PFLOP). At ~30
+TFLOP/s, under half the H200's listed 67 for float32 on these 256-wide products, that is ~270 s of
+arithmetic; ~90 s where TF32 or bf16 pass the check. The Python between passes, measured on this
+project's CPU at 0.13 to 0.26 ms per model call (bench_throughput.py, batched), is ~600 CPU-seconds,
+~80 s over 8 processes, beside the arithmetic. With start-up and the records taken in (~60 s), the
+precision check (~60-90 s) and the tables (~60-90 s): about 8 minutes in float32, 5 to 6 with TF32
+or bf16. Neither the accelerator's per-pass overhead nor its Python speed could be measured here: a
+call that runs short of time stops at the deadline, assembles whole cells at a smaller N, and brings
+back every finished record (--seed-records takes them in on the next call).
 """
 
 from __future__ import annotations
@@ -68,6 +73,7 @@ PARTS = {"table1": 1000, "repeated": 200}  # N per cell: the paper's, and the re
 # copies, TF32 matrix products)
 CANDIDATES = (("bf16", True, "bfloat16", False), ("tf32", True, None, True), ("fp32", True, None, False))
 REFERENCE = ("reference", False, None, False)
+VERIFY_TOKENS_CUDA = 1 << 18  # padded tokens per verify pass on the accelerator
 ASSEMBLE_S = 150  # seconds kept after the last round: merge the shards, assemble the tables, pack
 # The committed results' commands (results/*.json "command"), at the paper's N. --assemble runs them.
 RESULTS_COMMANDS = (
@@ -202,12 +208,15 @@ def load(tier: str, checkpoints: str | None, device: str, setting: tuple):
     """The step model under one setting (`CANDIDATES`, `REFERENCE`)."""
     import torch
 
-    from caef_bench.runtime.hf import load_step_model
+    from caef_bench.runtime.hf import HFStepModel, load_step_model
 
     _, fold, dtype, tf32 = setting
     if device.startswith("cuda"):
         torch.backends.cuda.matmul.allow_tf32 = tf32
         torch.backends.cudnn.allow_tf32 = tf32
+        # more rows per pass than the runtime's default: fewer passes, each a few GB (8 processes fit on
+        # the H200's 139 GiB with room to spare); rows of every cell share them
+        HFStepModel.verify_tokens = VERIFY_TOKENS_CUDA
     else:
         torch.set_num_threads(1)  # one core each: the processes, not the threads, run side by side
     model = load_step_model(tier, checkpoints, device=device, merge_adapters=fold)
@@ -252,7 +261,9 @@ def _solve(job: tuple) -> dict:
         if mine:
             jobs[Path(shards) / f"{cell}.{index}.jsonl"] = as_problems(mine)
     started = time.perf_counter()
-    made = solve_to_files(jobs, model, stop=lambda: time.time() > deadline, mode="traced")
+    # keep_steps=False: the records hold no step texts (the tables read outcomes, answers and first divergences,
+    # as records packed to come back do), so 3 million steps' texts are neither held in flight nor written
+    made = solve_to_files(jobs, model, stop=lambda: time.time() > deadline, mode="traced", keep_steps=False)
     stats = model.stats
     return {"process": index, "seconds": round(time.perf_counter() - started, 1),
             "solved": sum(map(len, made.values())), "asked": sum(map(len, jobs.values())),

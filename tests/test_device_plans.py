@@ -127,22 +127,11 @@ def test_the_tracked_tree_leaves_room_for_the_packages_a_device_call_carries():
     assert sum(sizes) < (64 - 6) * 2**20
 
 
-def test_full_evaluation_solves_only_the_repeated_cells_asked_for():
+def test_full_evaluation_solves_only_the_cells_asked_for():
     # a CPU pilot of the mul and div aligners evaluates the cells they change, not all 102
-    cells = FULL_EVALUATION.stage_cells("b", "rep_*", "rep_mul_10_*,rep_div_10_*")
+    cells = FULL_EVALUATION.chosen_cells("repeated", "rep_mul_10_*,rep_div_10_*")
     assert cells and all(c.startswith(("rep_mul_10_", "rep_div_10_")) for c in cells)
     assert len(cells) == 12  # six kinds each: p1, p2, p3, mixed, round, control
-    assert FULL_EVALUATION.stage_cells("b", "rep_*_10_*", "rep_mul_*") == [c for c in cells if "mul" in c]
-    everything = FULL_EVALUATION.stage_cells("b", "rep_*", "*")
-    assert len(everything) == 102
-    assert FULL_EVALUATION.stage_cells("a", "*", "*_100") == [c for c in FULL_EVALUATION.part_cells("a") if c.endswith("_100")]
-
-
-def test_rebuild3_trains_executor_add_alone_gated_with_muls_calls_drawn():
-    ((_, phases, _),) = TRAINING_ROUND.PLANS["rebuild3"]
-    for settings, _ in phases:
-        args = _stream_arguments(settings)
-        assert (args.executors, args.aligners) == ("add", "")
-        # the gate stays on (a phase without it would unlearn it), and MUL's and SUB's calls are drawn again
-        assert args.anonymous_cells and args.composer_share > 0
-        assert args.structured_long_share > 0 and args.top_steps_share > 0
+    assert len(FULL_EVALUATION.chosen_cells("repeated", "*")) == 102
+    assert FULL_EVALUATION.chosen_cells("table1", "*_100") == \
+        [c for c in FULL_EVALUATION.part_cells("table1") if c.endswith("_100")]

@@ -100,6 +100,38 @@ def test_caef_answers_unchanged_adapters_calls_from_the_caef_suites_records(tmp_
     assert not any(s.reused for s in steps if s.adapter == "executor_add")
 
 
+def test_caef_answers_from_the_caef_suites_packed_records_when_no_adapter_changed(tmp_path):
+    """Records brought back from an accelerator hold no step texts (full_evaluation.py packs them): where
+    every adapter of the cell is unchanged, the expression is answered with its record, nothing solved."""
+    import json
+
+    from caef_bench.runtime import Problem, reference_steps, solve_to_file
+    from caef_bench.runtime.reuse import write_weights
+
+    adapters = {"aligner_add": "a1", "executor_add": "e1"}
+    suite = tmp_path / "records" / "tiny-w1"
+    suite.mkdir(parents=True)
+    write_weights(suite, "w1", adapters)
+    path = suite / "caef_add_5.jsonl"
+    solve_to_file([Problem("add_5-0000", "45+67=", "112")], OracleModel(), path, mode="traced")
+    packed = [{**json.loads(line), "steps": []} for line in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps(record) + "\n" for record in packed))
+
+    model = _FingerprintedOracle(adapters)
+    caef = CaefLM(step_model=model, records=str(tmp_path / "lm"), reuse_steps=str(tmp_path / "records"))
+    assert caef.generate_until(_requests(["45+67=", "12+34="])) == ["112", "46"]
+    assert sum(n for _, n in model.calls) == len(list(reference_steps("12+34=")))  # 12+34= alone was solved
+    by_expr = {record.expr: record for record in load_records(caef.records)}
+    assert by_expr["45+67="].carried_from == "w1" and by_expr["45+67="].target is None
+    assert by_expr["12+34="].carried_from is None and by_expr["12+34="].steps
+
+    # an adapter of the cell changed: its record answers nothing, and 45+67= is solved
+    changed = _FingerprintedOracle({**adapters, "executor_add": "e2"})
+    again = CaefLM(step_model=changed, reuse_steps=str(tmp_path / "records"))
+    assert again.generate_until(_requests(["45+67="])) == ["112"]
+    assert "executor_add" in {adapter for adapter, _ in changed.calls}
+
+
 def test_caef_without_records_to_reuse_generates_every_call(tmp_path, capsys):
     model = _FingerprintedOracle({"aligner_add": "a1", "executor_add": "e1"})
     caef = CaefLM(step_model=model, reuse_steps=str(tmp_path / "nothing-here"))

@@ -74,6 +74,9 @@ def _solver_options(suite: argparse.ArgumentParser) -> None:
                                          "reruns resume")
     device_argument(suite)
     suite.add_argument("--no-speculative", action="store_true", help="plain greedy decoding, one token per pass")
+    suite.add_argument("--per-cell", action="store_true",
+                       help="solve one cell after another (default: every cell's problems in the same batched "
+                            "rounds; the records are the same)")
 
 
 def _table1_options(suite: argparse.ArgumentParser, name: str) -> None:
@@ -125,7 +128,8 @@ def run_caef_suite(args: argparse.Namespace) -> int:
         suite=args.suite, tier=args.model, command=args.command_line,
         cells=tuple(check_cells(args.cells.split(",") if args.cells else None)), limit=args.limit,
         checkpoints=args.checkpoints, records=Path(args.records) if args.records else None,
-        reuse_steps=Path(args.reuse_steps) if args.reuse_steps else None, keep_unchanged=args.keep_unchanged)
+        reuse_steps=Path(args.reuse_steps) if args.reuse_steps else None, keep_unchanged=args.keep_unchanged,
+        per_cell=args.per_cell)
 
     def progress(cell, result):
         say(f"{cell}: " + ", ".join(f"{k} {v['accuracy']:.1%} (N={v['n']})"
@@ -183,7 +187,7 @@ def run_repeated(args: argparse.Namespace) -> int:
         limits=system_limits(args.limits, systems), cells_of=cells_of(args.cells_of, systems, cells, select_cells),
         seed=args.seed, onestep_per_cell=args.onestep_per_cell,
         onestep_cells=tuple(select_cells(args.onestep_cells)) if args.onestep_cells else None,
-        speculative=not args.no_speculative, device=device(args))
+        speculative=not args.no_speculative, device=device(args), per_cell=args.per_cell)
     results = run_systems(request, say=say)
     if previous is not None:
         results = with_previous(results, previous, args.previous)

@@ -68,8 +68,10 @@ class CaefLM(_NoLoglikelihood, LM):
     rerun solves only the expressions it does not hold), speculative (default true; false is the
     paper's loop), reuse_steps (a records folder of `caef-bench run`, or the root holding
     `<tier>-<weights>/` folders: calls to adapters unchanged since those records are answered from
-    them, as `run --reuse-steps` does, so Table 1's CAEF row costs nothing where the caef suite has
-    already solved the same problems), backend and base_url (backend=openai: every step a completion
+    them, as `run --reuse-steps` does, and an expression the caef suite has solved end to end, with
+    every adapter its cell calls unchanged, is answered with that record (a copy, which says
+    `carried_from`), so Table 1's CAEF row costs nothing where the caef suite has already solved the
+    same problems, also from records packed without their step texts), backend and base_url (backend=openai: every step a completion
     request to the OpenAI-compatible server at base_url, model = the adapter's name; docs/serving.md).
     All of one call's problems are solved together, batching each step's model calls across problems.
     """
@@ -86,8 +88,9 @@ class CaefLM(_NoLoglikelihood, LM):
         self.step_model, self.tier = step_model, tier
         weights = getattr(step_model, "fingerprint", None) or "model"
         self.records = Path(records) / f"{tier}-{weights}" / "lm_eval.jsonl" if records else None
+        self.solved = {}  # expression -> the caef suite's record of it, where every adapter it calls is unchanged
         if reuse_steps:
-            self.step_model = _reusing_steps(step_model, Path(reuse_steps), f"{tier}-{weights}")
+            self.step_model, self.solved = _reusing_steps(step_model, Path(reuse_steps), f"{tier}-{weights}")
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         from caef_bench.runtime import Problem, load_records, solve_batch, solve_to_file
@@ -115,6 +118,21 @@ class CaefLM(_NoLoglikelihood, LM):
                 answers[index] = record.answer or ""
                 self.cache_hook.add_partial("generate_until", requests[index].args, answers[index])
 
+        if self.solved:  # the caef suite's records of the same expressions: copied, not solved again
+            from dataclasses import replace
+
+            from caef_bench.runtime import RecordWriter
+
+            held = {record.id for record in load_records(self.records)} if self.records is not None else set()
+            copies = [replace(self.solved[p.expr], id=p.id, target=None)
+                      for p in problems.values() if p.expr in self.solved and p.id not in held]
+            if self.records is not None and copies:
+                with RecordWriter(self.records) as writer:
+                    for record in copies:
+                        writer.write(record)
+            for record in copies:
+                finished(record)
+            problems = {key: p for key, p in problems.items() if answers[waiting[key][0]] is None}
         if self.records is not None:
             self.records.parent.mkdir(parents=True, exist_ok=True)
             solve_to_file(list(problems.values()), self.step_model, self.records, mode="traced", on_record=finished)
@@ -165,19 +183,35 @@ class CaefDirectLM(_NoLoglikelihood, LM):
 
 
 def _reusing_steps(step_model, folder: Path, weights_folder: str):
-    """`step_model` answering the calls of its unchanged adapters from the records under `folder`."""
+    """`step_model` answering the calls of its unchanged adapters from the records under `folder`, and
+    {expression: record} of the caef suite's records there whose cells call unchanged adapters only."""
+    from dataclasses import replace
+
+    from caef_bench.data.testsets import CELLS
+    from caef_bench.evaluate.suites import cell_adapters
+    from caef_bench.runtime.records import load_records
     from caef_bench.runtime.reuse import WEIGHTS_FILE, ReusedSteps, read_weights, unchanged_adapters
 
     if not (folder / WEIGHTS_FILE).is_file():
         folder = folder / weights_folder  # the root of `caef-bench run`'s records: these weights' own folder
     if not (folder / WEIGHTS_FILE).is_file():
         print(f"caef: no records to reuse steps from at {folder}; every call is generated", file=sys.stderr)
-        return step_model
-    unchanged = unchanged_adapters(read_weights(folder)["adapters"], step_model.adapter_fingerprints)
+        return step_model, {}
+    earlier = read_weights(folder)
+    unchanged = unchanged_adapters(earlier["adapters"], step_model.adapter_fingerprints)
     files = sorted(folder.glob("*.jsonl"))
+    # whole problems: the caef suite's traced runs (not table2's, whose aligners are the machines')
+    solved = {}
+    for path in files:
+        cell = path.stem.removeprefix("caef_")
+        if path.stem.startswith("caef_") and cell in CELLS and cell_adapters(cell) <= unchanged:
+            for record in load_records(path):
+                if record.mode == "traced":
+                    solved.setdefault(record.expr, replace(record, carried_from=record.carried_from or earlier["weights"]))
     print(f"caef: calls to {len(unchanged)} unchanged adapters answered from {len(files)} records files in "
-          f"{folder} where they hold the same prompt", file=sys.stderr)
-    return ReusedSteps.from_records(step_model, files, unchanged)
+          f"{folder} where they hold the same prompt; {len(solved)} expressions answered with the caef suite's "
+          "record of them", file=sys.stderr)
+    return ReusedSteps.from_records(step_model, files, unchanged), solved
 
 
 def _operator_of_direct_prompt(context: str) -> str:

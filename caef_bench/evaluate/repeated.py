@@ -55,10 +55,10 @@ def control_of(cell: str) -> str:
 # --------------------------------------------------------------------------- CAEF end to end
 
 
-def run_caef_repeated(model, cells: list[str], limit, records_dir: Path, progress=None) -> dict:
+def run_caef_repeated(model, cells: list[str], limit, records_dir: Path, progress=None, per_cell: bool = False) -> dict:
     """CAEF traced on every cell (resumable records), each cell's failures classified; `limit` is N for
-    every cell, or a function of the cell."""
-    summaries = run_caef(model, cells, limit, records_dir, progress)  # (each cell's failures classified there)
+    every cell, or a function of the cell; every cell's problems in the same rounds unless `per_cell`."""
+    summaries = run_caef(model, cells, limit, records_dir, progress, per_cell=per_cell)  # (failures classified there)
     results = {}
     for cell in cells:
         summary = summaries[cell]
@@ -203,6 +203,7 @@ class RepeatedRequest:
     onestep_cells: tuple[str, ...] | None = None  # default: every cell of the run
     speculative: bool = True
     device: str | None = None
+    per_cell: bool = False  # CAEF: one cell after another, not all cells' problems in the same rounds
 
     def limit_of(self, system: System, cell: str | None = None) -> int | None:
         return system.problems_per_cell(self.limit, self.limits, cell)
@@ -249,7 +250,7 @@ def run_repeated(request: RepeatedRequest, say=print) -> dict:
             + "".join(f" ({n} on {pattern})" for pattern, n in cell_limits.items())
             + f", traced (records: {records}/)")
         cells_done = run_caef_repeated(step_model, own_cells, lambda cell: request.limit_of(system, cell), records,
-                                       progress=lambda cell, r: say(
+                                       per_cell=request.per_cell, progress=lambda cell, r: say(
             f"  {cell}: {r['end_to_end']['n'] - r['end_to_end']['correct']}/{r['end_to_end']['n']} wrong"))
         results["systems"][system.name] = {**base, "records": str(records), "cells": cells_done}
     if request.onestep_per_cell:

@@ -16,7 +16,7 @@ from caef_bench.evaluate.scoring import accuracy, is_correct, text_accuracy, ver
 from caef_bench.machines import OPERATIONS, parse_expression, result, run, typed_expression
 from caef_bench.machines.composers import CALLEES
 from caef_bench.models.names import aligner_name, executor_of_machine
-from caef_bench.runtime import Problem, load_records, solve_batch, solve_to_file
+from caef_bench.runtime import Problem, load_records, solve_batch, solve_to_files
 from caef_bench.runtime.hf import RoutedModel
 from caef_bench.runtime.oracle import OracleModel
 from caef_bench.paths import WORK_DIR
@@ -53,17 +53,50 @@ def solve_cell(problems: list[Problem], model, path: Path, reuse: Reuse | None =
     and how many it held already (read, not solved, by this call). With `reuse`, calls to the
     adapters it names are answered from the file of the same name in its folder, and from the
     files named in `reuse_from` there, where they hold them."""
+    return solve_cells({path.stem: (problems, path)}, model, reuse, reuse_from, **options)[path.stem]
+
+
+def solve_cells(jobs: dict[str, tuple[list[Problem], Path]], model, reuse: Reuse | None = None,
+                reuse_from: tuple[str, ...] = (), on_cell=None, **options) -> dict[str, tuple[list, int]]:
+    """`solve_cell` for several cells at once, {cell: (problems, records file)}: every problem of every
+    cell in the same rounds (`runtime.solve_to_files`), so each model call carries all of them, and
+    each record goes to its cell's file as it finishes, as one cell at a time would write it.
+    `on_cell(cell, records, resumed)` is called as each cell's last problem finishes (a cell with
+    nothing left to solve: at once); `reuse_from` names files in the reuse folder that answer every
+    cell's calls too. Returns {cell: (its records in problem order, how many were read, not solved)}."""
     from tqdm import tqdm
 
-    done = {r.id for r in load_records(path)}
-    if reuse is not None and any(p.id not in done for p in problems):
-        model = ReusedSteps.from_records(model, [reuse.folder / name for name in (path.name, *reuse_from)],
-                                         reuse.adapters)
-    resumed = sum(p.id in done for p in problems)
-    with tqdm(total=len(problems), initial=resumed, desc=path.stem, unit="problem", leave=False) as bar:
-        solve_to_file(problems, model, path, on_record=lambda _: bar.update(1), **options)
-    by_id = {r.id: r for r in load_records(path)}
-    return [by_id[p.id] for p in problems], resumed
+    done = {cell: {r.id for r in load_records(path)} for cell, (_, path) in jobs.items()}
+    resumed = {cell: sum(p.id in done[cell] for p in problems) for cell, (problems, _) in jobs.items()}
+    left = {cell: len(problems) - resumed[cell] for cell, (problems, _) in jobs.items()}
+    cell_of = {path: cell for cell, (_, path) in jobs.items()}
+    results = {}
+
+    def finish(cell: str) -> None:
+        problems, path = jobs[cell]
+        by_id = {r.id: r for r in load_records(path)}
+        results[cell] = ([by_id[p.id] for p in problems], resumed[cell])
+        if on_cell is not None:
+            on_cell(cell, *results[cell])
+
+    for cell in [cell for cell, n in left.items() if n == 0]:
+        finish(cell)
+    if any(left.values()):
+        if reuse is not None:
+            names = dict.fromkeys([path.name for _, path in jobs.values()] + list(reuse_from))
+            model = ReusedSteps.from_records(model, [reuse.folder / name for name in names], reuse.adapters)
+        total = sum(len(problems) for problems, _ in jobs.values())
+        label = next(iter(jobs)) if len(jobs) == 1 else f"{len(jobs)} cells"
+        with tqdm(total=total, initial=sum(resumed.values()), desc=label, unit="problem", leave=False) as bar:
+            def recorded(path, _record) -> None:
+                bar.update(1)
+                cell = cell_of[Path(path)]
+                left[cell] -= 1
+                if left[cell] == 0:
+                    finish(cell)
+
+            solve_to_files({path: problems for problems, path in jobs.values()}, model, recorded, **options)
+    return {cell: results[cell] for cell in jobs}
 
 
 @dataclass(frozen=True)
@@ -91,23 +124,35 @@ def _exact_traces(records) -> dict:
     return accuracy({"correct": is_correct(r) and r.first_divergence is None} for r in records)
 
 
-def run_caef(model, cells, limit, records_dir: Path, progress=None, reuse: Reuse | None = None) -> dict:
+def run_caef(model, cells, limit, records_dir: Path, progress=None, reuse: Reuse | None = None,
+             per_cell: bool = False, max_in_flight: int | None = None) -> dict:
     """End-to-end, free-running: aligner (I), the executors, aligner (O), all from the model; `limit` is
-    N for every cell, or a function of the cell (the repeated suite's --limits NAME@PATTERN=N)."""
+    N for every cell, or a function of the cell (the repeated suite's --limits NAME@PATTERN=N).
+
+    Every cell's problems are solved in the same rounds (`solve_cells`: each model call carries
+    problems of all cells, at most `max_in_flight` problems at once), or with `per_cell` one cell after
+    another; the records are the same either way."""
+    rows = {cell: cell_problems(cell, limit(cell) if callable(limit) else limit) for cell in cells}
     results = {}
-    for cell in cells:
-        rows = cell_problems(cell, limit(cell) if callable(limit) else limit)
-        records, resumed = solve_cell(as_problems(rows), model, records_dir / f"caef_{cell}.jsonl", reuse, mode="traced")
+
+    def summarise(cell: str, records: list, resumed: int) -> None:
         results[cell] = {"end_to_end": _summary(records), "exact trace": _exact_traces(records),
                          "outcomes": _outcomes(records), "resumed": resumed, "carried": carried_counts(records),
                          **_reuse_counts(records),
                          # runs with a step cut at its command's last word (the model missed its end of text)
                          "runs_with_cut_steps": sum(record.n_steps_cut > 0 for record in records),
                          # every wrong answer and every run off the machine's course, at its first divergence
-                         "failures": record_failures(records, {row["id"]: row for row in rows})}
+                         "failures": record_failures(records, {row["id"]: row for row in rows[cell]})}
         if progress:
             progress(cell, results[cell])
-    return results
+
+    jobs = {cell: (as_problems(rows[cell]), records_dir / f"caef_{cell}.jsonl") for cell in cells}
+    if per_cell:
+        for cell, (problems, path) in jobs.items():
+            summarise(cell, *solve_cell(problems, model, path, reuse, mode="traced"))
+    else:
+        solve_cells(jobs, model, reuse, on_cell=summarise, mode="traced", max_in_flight=max_in_flight)
+    return {cell: results[cell] for cell in cells}
 
 
 def carried_counts(records) -> dict[str, int]:
@@ -196,6 +241,7 @@ class SuiteRequest:
     records: Path | None = None  # default: work/records/<tier>-<weights>/
     reuse_steps: Path | None = None  # an earlier run's records folder, for calls to unchanged adapters
     keep_unchanged: bool = False  # carry over the earlier results file's cells whose adapters did not change
+    per_cell: bool = False  # caef: one cell after another, not every cell's problems in the same rounds
 
 
 @dataclass
@@ -253,7 +299,8 @@ def run_suite(model, request: SuiteRequest, out: Path, progress=None, say=print)
             f"(weights {source['weights']}); changed or new: {', '.join(changed) or 'none'}")
     records, sources = records_folder(model, request.tier, request.records, source)
     started = time.perf_counter()
-    results = RUNNERS[request.suite](model, list(request.cells), request.limit, records, progress, reuse)
+    options = {"per_cell": request.per_cell} if request.suite == "caef" else {}
+    results = RUNNERS[request.suite](model, list(request.cells), request.limit, records, progress, reuse, **options)
     name = RESULT_NAMES[request.suite]
     kept, dropped = {}, {}
     if request.keep_unchanged:

@@ -271,6 +271,7 @@ class FormatError(ValueError):
 
 _TOKEN = re.compile(r"\[[A-Z_0-9]*\]?|\|[0-9]?|[A-Za-z_]+[0-9]*|[0-9]+|\s|.")
 _Q = re.compile(r"q(?:[0-9]|H)")
+_CELL_RUN = re.compile(r"(?:\|[0-9])*")  # ASCII digits only, as the tokenizer's cells
 _MACHINE = re.compile("|".join(sorted(MACHINES, key=len, reverse=True)))
 
 
@@ -303,10 +304,9 @@ class _Cursor:
 
     def digits(self) -> str:
         """Read tape cells '|d|d…' and return the digit string (possibly empty)."""
-        start = self.pos
-        text, pos = self.text, self.pos
-        while pos + 1 < len(text) and text[pos] == "|" and text[pos + 1].isdigit() and text[pos + 1].isascii():
-            pos += 2
+        # one regex match, not a loop per cell: a 100-digit tape is parsed at every step of a run
+        start, text = self.pos, self.text
+        pos = _CELL_RUN.match(text, start).end()
         if pos < len(text) and text[pos] == "|":
             self.pos = pos
             raise self.fail("expected a digit after '|'")

@@ -28,6 +28,7 @@ from .engine import (
     reference_steps,
     solve_batch,
     solve_to_file,
+    solve_to_files,
     to_composer_view,
 )
 from .records import (
@@ -48,5 +49,5 @@ __all__ = [
     "StepRecord",
     "composer_view", "default_step_budget", "load_records",
     "recorded_ids", "reference_step_count", "reference_steps", "repair", "resume", "solve_batch",
-    "solve_to_file", "to_composer_view",
+    "solve_to_file", "solve_to_files", "to_composer_view",
 ]

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from pathlib import Path
 from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Iterator, Protocol, Sequence
 
@@ -414,6 +415,7 @@ def solve_batch(
     teacher_forcing: bool = False,
     batch_size: int | None = None,
     keep_steps: bool = True,
+    max_in_flight: int | None = None,
 ) -> list[ProblemRecord]:
     """Run CAEF on every problem, batching model calls across problems; records in input order.
 
@@ -423,7 +425,8 @@ def solve_batch(
     never halts stops with outcome "no_halt". on_record is called with
     each record as soon as its problem finishes (use it to write records
     incrementally). batch_size caps the prompts of one generate call.
-    keep_steps=False leaves the step texts out of the records.
+    keep_steps=False leaves the step texts out of the records. max_in_flight caps the problems
+    in the rounds at once (default: all of them); the others join, in order, as problems finish.
     """
     problems = list(problems)
     ids = [p.id for p in problems]
@@ -431,7 +434,6 @@ def solve_batch(
         raise ValueError("problem ids must be unique (records and resume are keyed by id)")
     rounds = Rounds(model, mode, step_budget, teacher_forcing=teacher_forcing, batch_size=batch_size,
                     keep_steps=keep_steps)
-    started = time.perf_counter()
     records: dict[str, ProblemRecord] = {}
 
     def emit(record: ProblemRecord) -> None:
@@ -439,13 +441,7 @@ def solve_batch(
         if on_record is not None:
             on_record(record)
 
-    for problem in problems:
-        finished = rounds.join(problem, started)
-        if finished is not None:
-            emit(finished)
-    while rounds.active:
-        for record in rounds.round():
-            emit(record)
+    rounds.run(problems, emit, max_in_flight)
     return [records[problem.id] for problem in problems]
 
 
@@ -487,6 +483,30 @@ class Rounds:
             return attempt.record
         self.active.append(attempt)
         return None
+
+    def run(self, problems: Iterable[Problem], emit: Callable[[ProblemRecord], None],
+            max_in_flight: int | None = None, stop: Callable[[], bool] | None = None) -> None:
+        """Solve `problems` to the end, calling `emit` with each record as its problem finishes: all of
+        them in flight from the first round, or at most `max_in_flight`, the next joining (in order) as
+        one finishes. Every problem's time counts from the start of this call. `stop`, asked before
+        each round, ends the call early when it says so: the problems still in flight are left
+        unfinished (no record), as a killed run leaves them."""
+        if max_in_flight is not None and max_in_flight < 1:
+            raise ValueError("max_in_flight must be at least 1")
+        started = time.perf_counter()
+        waiting = iter(problems)
+        more = True
+        while (more or self.active) and not (stop is not None and stop()):
+            while more and (max_in_flight is None or len(self.active) < max_in_flight):
+                problem = next(waiting, None)
+                if problem is None:
+                    more = False
+                    break
+                finished = self.join(problem, started)
+                if finished is not None:
+                    emit(finished)
+            for record in self.round() if self.active else ():
+                emit(record)
 
     def drop(self, problem_id: str) -> None:
         """Take a problem out of flight unfinished (its client has gone): it costs no further call."""
@@ -563,18 +583,42 @@ def solve_to_file(problems: Iterable[Problem], model: StepModel, path, on_record
     appended. Returns the records made by this call (`load_records` reads
     them all); on_record also sees each new record.
     """
-    pending = resume(path, list(problems))
-    with RecordWriter(path) as writer:
+    seen = (lambda _path, record: on_record(record)) if on_record is not None else None
+    return solve_to_files({path: problems}, model, seen, **options)[Path(path)]
+
+
+def solve_to_files(jobs: dict, model: StepModel, on_record=None, *, max_in_flight: int | None = None,
+                   stop: Callable[[], bool] | None = None, **options) -> dict:
+    """`solve_to_file` for several files at once: {path: problems} all in the same rounds (one model
+    call per adapter and round, whatever file a problem is written to), so that each call carries the
+    problems of every file; each record is appended to its own file as it finishes, and a file's
+    recorded problems are skipped. Problem ids must be unique over all files. on_record(path, record)
+    sees each new record; max_in_flight caps the problems in flight (the others join file by file, in
+    the order given), `stop` ends the call early (`Rounds.run`), and the other options are `Rounds`'.
+    Returns {path: the records made, in problem order}."""
+    pending = {Path(path): resume(path, list(problems)) for path, problems in jobs.items()}
+    where = {problem.id: path for path, problems in pending.items() for problem in problems}
+    if len(where) != sum(map(len, pending.values())):
+        raise ValueError("problem ids must be unique over all files (records and resume are keyed by id)")
+    made: dict[str, ProblemRecord] = {}
+    writers = {path: RecordWriter(path) for path in pending}
+    try:
         def record(finished: ProblemRecord) -> None:
-            writer.write(finished)
+            writers[where[finished.id]].write(finished)
+            made[finished.id] = finished
             if on_record is not None:
-                on_record(finished)
+                on_record(where[finished.id], finished)
 
-        return solve_batch(pending, model, on_record=record, **options)
-
+        Rounds(model, **options).run([problem for problems in pending.values() for problem in problems], record,
+                                     max_in_flight, stop)
+    finally:
+        for writer in writers.values():
+            writer.close()
+    return {path: [made[p.id] for p in problems if p.id in made] for path, problems in pending.items()}
 
 __all__ = [
     "BUDGET_FACTOR", "BUDGET_SLACK", "MODES", "Completion", "Frame", "Problem", "ReferenceStep",
     "Rounds", "StepModel", "composer_view", "default_step_budget",
-    "reference_step_count", "reference_steps", "solve_batch", "solve_to_file", "to_composer_view",
+    "reference_step_count", "reference_steps", "solve_batch", "solve_to_file", "solve_to_files",
+    "to_composer_view",
 ]

@@ -15,6 +15,7 @@ call needs it, so a problem costs the adapters it calls (an addition: two of six
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from caef_bench.models.decoding import greedy_ids, speculative_greedy, verify_drafts
@@ -28,6 +29,20 @@ class DecodeStats:
     forward_passes: int = 0
     tokens: int = 0
     by_adapter: dict = field(default_factory=dict)
+    # the batched verify passes: how many, their rows, and their tokens as computed (rows x widest row)
+    # and as written (each row's own width): what the FLOP estimate of a run counts (bench_runtime.py)
+    verify_passes: int = 0
+    verify_rows: int = 0
+    padded_tokens: int = 0
+    real_tokens: int = 0
+    verify_seconds: float = 0.0  # this process's CPU time in those passes (the rest of a run is Python)
+
+    def verified(self, rows: int, widest: int, tokens: int, seconds: float) -> None:
+        self.verify_passes += 1
+        self.verify_rows += rows
+        self.padded_tokens += rows * widest
+        self.real_tokens += tokens
+        self.verify_seconds += seconds
 
     def add(self, adapter: str, passes: int, tokens: int) -> None:
         self.steps += 1
@@ -62,16 +77,25 @@ class Weights:
 
 
 class HFStepModel:
-    # Tokens (rows x width) verified in one batched forward pass; the logits are
+    # Padded tokens (rows x width) verified in one batched forward pass; the logits are
     # rows x width x vocabulary, so a pretrained tier's large vocabulary gets fewer rows.
     verify_tokens = 1 << 17
+    # What one more pass costs, in padded tokens' worth of work, by device: a call's rows are sorted by
+    # width and a pass ends where widening it to the next row would pad its rows by more than this
+    # (length buckets: a call that carries 5- and 100-digit problems of one adapter, as every cell's
+    # problems in the same rounds do, pads the short rows to their own width, not to the longest).
+    # A CPU pays for every padded token; an accelerator mostly for the pass itself (its launches).
+    pass_cost_tokens = {"cpu": 256, "other": 1 << 14}
 
     def __init__(self, model, codec, speculative: bool = True, drafter=None, fingerprint: str | None = None,
                  codecs: dict | None = None, adapter_fingerprints: dict | None = None, *,
                  adapters: dict | None = None, tier=None, anonymous_cells: frozenset = frozenset(),
-                 anonymous_digits=()):
+                 anonymous_digits=(), merge_adapters: bool = False):
         self.weights = model if isinstance(model, Weights) else Weights(model, adapters)
         self.codec, self.speculative = codec, speculative
+        # each adapter folded into a plain copy of the base (`MergedAdapters`): fewer, larger matrix
+        # products per layer; the outputs are the same to float rounding, not bit for bit
+        self.merged = MergedAdapters(self) if merge_adapters else None
         self.codecs = codecs or {}  # adapter name -> its own codec, where its position scheme is not the tier's
         self.tier = tier  # models.loading.Tier: where the fingerprints are computed from, when first asked
         self._fingerprint = fingerprint  # names the weights (models.loading.weights_fingerprint)
@@ -113,7 +137,7 @@ class HFStepModel:
         """Make `adapter` the one that answers, attaching it on first use (a model without adapters has
         none to switch)."""
         model = self.weights.attach(adapter)
-        if hasattr(model, "peft_config"):
+        if hasattr(model, "peft_config") and model.active_adapter != adapter:  # (a switch walks every module)
             model.set_adapter(adapter)
         if self._cell_gate is not None:
             self._cell_gate.on = adapter in self.anonymous_cells
@@ -131,6 +155,8 @@ class HFStepModel:
             self._cell_gate = install(self.weights.model)
         if self._cell_gate is not None:
             self._cell_gate.on = False  # until the next activate() says
+        if getattr(self, "merged", None) is not None:
+            self.merged.models.clear()  # each folded copy's gate is set as it is folded: fold them again
 
     def _limit(self, prompt_ids: list[int]) -> int:
         # A next state is about as long as its input; an aligner (I) answer is longer
@@ -146,7 +172,8 @@ class HFStepModel:
         return HFStepModel(self.weights, self.codec, speculative=False, drafter=self.drafter,
                            fingerprint=self._fingerprint, codecs=self.codecs,
                            adapter_fingerprints=self._adapter_fingerprints, tier=self.tier,
-                           anonymous_cells=self.anonymous_cells, anonymous_digits=self.anonymous_digits)
+                           anonymous_cells=self.anonymous_cells, anonymous_digits=self.anonymous_digits,
+                           merge_adapters=self.merged is not None)
 
     def codec_for(self, adapter: str):
         """The codec an adapter runs with: the ids it was trained with."""
@@ -155,50 +182,129 @@ class HFStepModel:
     def generate(self, prompts: list[str], adapter: str, limits: list[int] | None = None) -> list[Completion]:
         """One greedy completion per prompt; `limits` caps each one's tokens (default: room for a next state,
         `_limit`), as one-step checks do, where anything past the expected length is wrong anyway."""
-        self.activate(adapter)
+        if self.merged is not None:  # the adapter's folded copy answers: no switch of the peft model
+            model = self.merged.model(adapter)
+        else:
+            self.activate(adapter)
+            model = self.model
         codec = self.codec_for(adapter)
         prompt_ids = [codec.prompt_ids(p) for p in prompts]
         limits = limits if limits is not None else [self._limit(ids) for ids in prompt_ids]
         if not self.speculative:
             outputs = []
             for ids, limit in zip(prompt_ids, limits):  # the paper's loop: one decode per step, token by token
-                completion = greedy_ids(self.model, [ids], codec, limit)[0]
+                completion = greedy_ids(model, [ids], codec, limit)[0]
                 self.stats.add(adapter, len(completion) + 1, len(completion))
                 outputs.append(Completion(codec.decode(completion), len(completion)))
             return outputs
         drafts = self.drafter.generate(prompts, adapter)
         draft_ids = [codec.completion_ids(draft or prompt.rstrip("\n"))[:-1] for prompt, draft in zip(prompts, drafts)]
-        checked = self._verify(codec, prompt_ids, draft_ids, limits)
+        checked = self._verify(model, codec, prompt_ids, draft_ids, limits)
         outputs = []
         for ids, draft, limit, (exact, tokens) in zip(prompt_ids, draft_ids, limits, checked):
             passes = 1
             if not exact:  # finish it one row at a time, from what the batch pass confirmed, realigning on the draft
-                tokens, more = speculative_greedy(self.model, codec, ids, tokens, limit, sources=[draft])
+                tokens, more = speculative_greedy(model, codec, ids, tokens, limit, sources=[draft])
                 passes += more
             self.stats.add(adapter, passes, len(tokens))
             outputs.append(Completion(codec.decode(tokens), len(tokens)))
         return outputs
 
-    def _verify(self, codec, prompt_ids, draft_ids, limits):
-        """verify_drafts over the whole call, rows sorted by length (less padding) and packed
-        into passes of at most `budget` padded tokens."""
-        budget = max(1, self.verify_tokens * 256 // max(self.model.config.vocab_size, 256))
-        width = lambda i: len(prompt_ids[i]) + len(draft_ids[i]) + 1  # noqa: E731  (the draft's </s> too)
+    def _verify(self, model, codec, prompt_ids, draft_ids, limits):
+        """verify_drafts over the whole call, its rows sorted by width and cut into passes (`passes`)."""
+        widths = [len(p) + min(len(d), limit) + 1 for p, d, limit in zip(prompt_ids, draft_ids, limits)]  # + </s>
+        kind = "cpu" if model.device.type == "cpu" else "other"
+        budget = max(1, self.verify_tokens * 256 // max(model.config.vocab_size, 256))
         results = [None] * len(prompt_ids)
-        passes, rows = [], []
-        for i in sorted(range(len(prompt_ids)), key=width):
-            if rows and (len(rows) + 1) * width(i) > budget:  # sorted: the newest row is the widest
-                passes.append(rows)
-                rows = []
-            rows.append(i)
-        if rows:
-            passes.append(rows)
-        for rows in passes:
-            checked = verify_drafts(self.model, codec, [prompt_ids[i] for i in rows],
+        for rows in passes(widths, budget, self.pass_cost_tokens[kind]):
+            started = time.process_time()
+            checked = verify_drafts(model, codec, [prompt_ids[i] for i in rows],
                                     [draft_ids[i] for i in rows], [limits[i] for i in rows])
+            self.stats.verified(len(rows), max(widths[i] for i in rows), sum(widths[i] for i in rows),
+                                time.process_time() - started)
             for i, result in zip(rows, checked):
                 results[i] = result
         return results
+
+
+def passes(widths: list[int], budget: int, pass_cost: int) -> list[list[int]]:
+    """Row indices sorted by width and cut into passes (length buckets): a pass holds at most `budget`
+    padded tokens (rows x its widest row), and ends where taking the next row in would pad the rows it
+    holds by more than `pass_cost` tokens, what another pass costs."""
+    cut, rows, widest = [], [], 0
+    for i in sorted(range(len(widths)), key=widths.__getitem__):
+        width = widths[i]
+        if rows and ((len(rows) + 1) * width > budget or len(rows) * (width - widest) > pass_cost):
+            cut.append(rows)
+            rows = []
+        rows.append(i)
+        widest = width  # sorted: the newest row is the widest
+    if rows:
+        cut.append(rows)
+    return cut
+
+
+class MergedAdapters:
+    """Each adapter folded into a plain copy of its step model's base: W + scale * B @ A in every LoRA
+    layer, built the first time the adapter answers and kept (the tiny tier's are 14 MB each).
+
+    peft computes a LoRA layer as x W^T + scale * (x A^T) B^T: three products, two of them thin, and
+    their sum, in every projection of every layer. The folded copy makes one product of the same
+    shape as the base's, which a CPU computes at its matrix rate. The sums are rounded differently,
+    so a logit moves by about 1e-4 (the same order as the padding of a batch moves it); greedy
+    outputs change only where two tokens' logits are that close (bench_runtime.py counts such
+    decisions on a sample; tests/test_batched_cells.py checks records against the unfolded model)."""
+
+    def __init__(self, owner: HFStepModel, dtype=None):
+        self.owner, self.models = owner, {}
+        self.dtype = dtype  # the folded copies' (e.g. torch.bfloat16 on an accelerator), folded in the base's own
+
+    def model(self, adapter: str):
+        if adapter not in self.models:
+            self.models[adapter] = self._fold(adapter)
+        return self.models[adapter]
+
+    def _fold(self, adapter: str):
+        import torch
+
+        peft_model = self.owner.weights.attach(adapter)
+        if not hasattr(peft_model, "peft_config"):
+            return peft_model  # a bare base: nothing to fold
+        base = peft_model.get_base_model()
+        from peft.tuners.lora import LoraLayer
+
+        state = {}
+        with torch.no_grad():
+            for name, module in base.named_modules():
+                if isinstance(module, LoraLayer):
+                    weight = module.base_layer.weight
+                    delta = module.get_delta_weight(adapter) if adapter in module.lora_A else 0
+                    state[f"{name}.weight"] = (weight + delta).detach().clone()
+            for key, value in base.state_dict().items():
+                if "lora_" not in key:
+                    state.setdefault(key.replace(".base_layer", ""), value.detach().clone())
+        with torch.device("meta"):
+            plain = type(base)(base.config)
+        plain.load_state_dict(state, assign=True, strict=True)
+        plain.tie_weights()
+        for name, buffer in base.named_buffers():  # rotary frequencies: not in the state dict
+            if "lora_" not in name:
+                _set_buffer(plain, name.replace(".base_layer", ""), buffer.clone())
+        plain.eval()
+        if self.dtype is not None:
+            plain.to(self.dtype)
+        if adapter in self.owner.anonymous_cells:
+            from caef_bench.models.anonymous_cells import install
+
+            gate = install(plain)
+            gate.on, gate.digits = True, self.owner.anonymous_digits.get(adapter)
+        return plain
+
+
+def _set_buffer(model, dotted: str, value) -> None:
+    owner_name, _, leaf = dotted.rpartition(".")
+    owner = model.get_submodule(owner_name) if owner_name else model
+    owner.register_buffer(leaf, value, persistent=False)
 
 
 class RoutedModel:
@@ -214,10 +320,18 @@ class RoutedModel:
         return self.default.generate(prompts, adapter)
 
 
+# Bases up to this many parameters answer with each adapter folded into a copy of their own
+# (`MergedAdapters`, 14 MB per adapter on the tiny tier); a larger base (SmolLM2, LLaMA) keeps peft's
+# switching, as a copy per adapter would not fit beside it.
+MERGE_UP_TO_PARAMETERS = 50_000_000
+
+
 def load_step_model(tier: str = "tiny", checkpoints: str | None = None, speculative: bool = True,
-                    device: str = "cpu") -> HFStepModel:
+                    device: str = "cpu", merge_adapters: bool | None = None) -> HFStepModel:
     """A tier's base as a StepModel whose adapters are attached on first use; `checkpoints` is an
-    adapter folder (official layout, with base/ inside for the tiny tier) replacing the tier's default."""
+    adapter folder (official layout, with base/ inside for the tiny tier) replacing the tier's default.
+    merge_adapters: fold each adapter into a copy of the base (`MergedAdapters`); by default for a
+    base of at most MERGE_UP_TO_PARAMETERS parameters."""
     from caef_bench.models.codec import codec_for
     from caef_bench.models.loading import (adapter_folders, adapter_schemes, anonymous_adapters, load_base,
                                            tier_with_checkpoints)
@@ -229,5 +343,8 @@ def load_step_model(tier: str = "tiny", checkpoints: str | None = None, speculat
     codecs = {name: codec_for(tokenizer, scheme) for name, scheme in schemes.items()
               if scheme != tier_info.position_scheme}
     anonymous, digits = anonymous_adapters(tier_info.adapters) if tier_info.adapters is not None else ((), {})
+    if merge_adapters is None:
+        merge_adapters = sum(p.numel() for p in model.parameters()) <= MERGE_UP_TO_PARAMETERS
     return HFStepModel(model, codec_for(tokenizer, tier_info.position_scheme), speculative, codecs=codecs,
-                       adapters=found, tier=tier_info, anonymous_cells=anonymous, anonymous_digits=digits)
+                       adapters=found, tier=tier_info, anonymous_cells=anonymous, anonymous_digits=digits,
+                       merge_adapters=merge_adapters)

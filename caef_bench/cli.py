@@ -195,20 +195,22 @@ def _device(args: argparse.Namespace) -> str:
     return default_device(args.device)
 
 
-def _step_model(args: argparse.Namespace):
-    """The model behind `solve`, `run` and `serve`: the tier here, or the server at --base-url."""
+def _step_model(args: argparse.Namespace, ops=None):
+    """The model behind `solve`, `run` and `serve`: the tier here, or the server at --base-url; `ops`:
+    the operators to solve, refused in one line if the tier lacks an adapter they call."""
     from .runtime.backends import step_model
 
     return step_model(args.backend, args.model, args.checkpoints, speculative=not args.no_speculative,
-                      device=args.device, base_url=args.base_url)
+                      device=args.device, base_url=args.base_url, ops=ops)
 
 
 def _solve(args: argparse.Namespace) -> int:
     from .evaluate.suites import solve_expression
+    from .machines import parse_expression
     from .models.limits import check_supported
 
     check_supported(args.model, args.expr)  # bad input, or operands the tier was not built for, fail here
-    model = _step_model(args)
+    model = _step_model(args, ops=[parse_expression(args.expr).op])  # and an operator it has no adapters for
     record, correct = solve_expression(model, args.expr)
     if args.trace:
         for i, step in enumerate(record.steps, 1):
@@ -230,6 +232,7 @@ def _solve(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from .data.testsets import CELLS
     from .evaluate.suites import SUITES, SuiteRequest, check_cells, run_suite
     from .report.tables import write_suite
 
@@ -247,7 +250,7 @@ def _run(args: argparse.Namespace) -> int:
         cells=tuple(check_cells(args.cells.split(",") if args.cells else None)), limit=args.limit,
         checkpoints=args.checkpoints, records=Path(args.records) if args.records else None,
         reuse_steps=Path(args.reuse_steps) if args.reuse_steps else None, keep_unchanged=args.keep_unchanged)
-    model = _step_model(args)
+    model = _step_model(args, ops=[CELLS[cell].op for cell in request.cells])
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
 
     def progress(cell, result):

@@ -31,6 +31,7 @@ from caef_bench.machines import ALIGNED_OPS, EXECUTOR_OPS, parse_expression
 from caef_bench.machines.ops import BY_SYMBOL
 from caef_bench.models.limits import check_within_tier
 from caef_bench.models.names import aligner_name, executor_name
+from caef_bench.runtime.backends import check_operators
 
 from .scheduler import Scheduler
 
@@ -158,8 +159,9 @@ def _short(text: str, room: int = 60) -> str:
     return text if len(text) <= room else text[:room // 2 - 1] + "…" + text[-(room // 2 - 1):]
 
 
-def expression_of(prompt: str, tier: str, where: str):
-    """The expression a whole-problem prompt asks, checked against the tier's limits."""
+def expression_of(prompt: str, tier: str, where: str, model=None):
+    """The expression a whole-problem prompt asks, checked against the tier's limits and, given the
+    step `model`, against the adapters it has (an operator it lacks is a 400 naming them)."""
     try:
         expression = parse_expression(prompt.strip())
     except ValueError as error:
@@ -167,6 +169,8 @@ def expression_of(prompt: str, tier: str, where: str):
     try:
         expression.operation.check(expression.a, expression.b)  # the machines' domain: 3-5=, 1//0=
         check_within_tier(tier, expression)
+        if model is not None:
+            check_operators(model, tier, [expression.op])
     except ValueError as error:
         raise BadRequest(f"{where}: {error}", "prompt") from None
     return expression
@@ -319,7 +323,7 @@ def create_app(model, tier: str, *, tokenizer=None, mode: str = "free", batch_si
         scheduler = app.state.scheduler
         if body["model"] == whole:
             for i, prompt in enumerate(prompts):
-                expression_of(prompt, tier, f"prompt {i}" if len(prompts) > 1 else "the prompt")
+                expression_of(prompt, tier, f"prompt {i}" if len(prompts) > 1 else "the prompt", model)
             records = await wait(request, [scheduler.solve(p.strip()) for p in prompts])
             _failed(records)
             choices = [_problem_choice(i, record, stops) for i, record in enumerate(records)]
@@ -339,7 +343,7 @@ def create_app(model, tier: str, *, tokenizer=None, mode: str = "free", batch_si
             raise BadRequest(f"{body['model']} is one step of a machine: send its state text to /v1/completions; "
                              f"chat takes {whole}", "model")
         expr = chat_expression(body)
-        expression_of(expr, tier, "the expression")
+        expression_of(expr, tier, "the expression", model)
         record, = await wait(request, [app.state.scheduler.solve(expr)])
         _failed([record])
         content, _ = cut_at_stop(chat_reply(expr, record), stop_strings(body))

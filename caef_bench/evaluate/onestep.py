@@ -200,23 +200,31 @@ def score_cases(generate: Callable[[list[str], list[int], list[str]], list[str]]
     return text_accuracy(cases, outputs, keep)  # the rule every component is scored by
 
 
-def one_step_accuracy(model, codec, kind: str, op: str, per_cell: int, seed: int, structured: bool = False) -> dict:
-    """Exact match of single transitions (or aligner conversions) per test cell."""
+def one_step_accuracy(model, codec, kind: str, op: str, per_cell: int, seed: int, structured: bool = False,
+                      max_len: int | None = None) -> dict:
+    """Exact match of single transitions (or aligner conversions) per test cell (with `max_len`, the cells
+    of operands up to that many digits)."""
     from caef_bench.models.decoding import speculative_greedy
 
     def generate(prompts, limits, drafts):
         return [codec.decode(speculative_greedy(model, codec, codec.prompt_ids(p), codec.completion_ids(d)[:-1], n)[0])
                 for p, n, d in zip(prompts, limits, drafts)]
 
-    return _score_cells(generate, codec, kind, op, per_cell, seed, structured)
+    return _score_cells(generate, codec, kind, op, per_cell, seed, structured, max_len)
 
 
-def _score_cells(generate, codec, kind: str, op: str, per_cell: int, seed: int, structured: bool) -> dict:
-    """score_cases on each of the adapter's cells, its cases drawn with `seed`."""
+def cell_digits(cell: str) -> int:
+    """The operands' digits a one-step cell holds: add_10, sub9_10, struct_10 -> 10; mul_1_10 -> 10."""
+    return int(cell.rsplit("_", 1)[1])
+
+
+def _score_cells(generate, codec, kind: str, op: str, per_cell: int, seed: int, structured: bool,
+                 max_len: int | None = None) -> dict:
+    """score_cases on each of the adapter's cells (up to `max_len` digits), its cases drawn with `seed`."""
     cases_for = executor_cases if kind == "executor" else aligner_cases
     # The first few wrong outputs stay beside the numbers (score_cases): a miss in a thousand is worth reading.
     return {cell: score_cases(generate, cases_for(op, cell, per_cell, seed), lambda text: len(codec.completion_ids(text)))
-            for cell in cells_for(op, kind, structured)}
+            for cell in cells_for(op, kind, structured) if max_len is None or cell_digits(cell) <= max_len}
 
 
 EVERY_STEP_BATCH = 64  # transitions per batched call (the step model packs them into passes)
@@ -255,10 +263,11 @@ def batched_one_step_accuracy(step_model, kind: str, op: str, per_cell: int, see
     return _score_cells(generate, step_model.codec_for(name), kind, op, per_cell, seed, structured)
 
 
-def one_step_check(per_cell: int, seed: int) -> Callable[[Any, Any, str, str], dict]:
-    """one_step_accuracy(model, codec, kind, op) at `per_cell` cases per cell, drawn with `seed`: what
-    training records in each adapter's manifest (train.recipe.TrainRequest.one_step_check)."""
-    return lambda model, codec, kind, op: one_step_accuracy(model, codec, kind, op, per_cell, seed)
+def one_step_check(per_cell: int, seed: int) -> Callable[..., dict]:
+    """one_step_accuracy(model, codec, kind, op, max_len=None) at `per_cell` cases per cell, drawn with
+    `seed`: what training records in each adapter's manifest (train.recipe.TrainRequest.one_step_check)."""
+    return lambda model, codec, kind, op, max_len=None: one_step_accuracy(model, codec, kind, op, per_cell, seed,
+                                                                          max_len=max_len)
 
 
 def measure_adapters(step_model, adapters: list[tuple[str, str]], per_cell: int, seed: int,

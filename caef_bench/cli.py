@@ -522,6 +522,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--direct-position-scheme", choices=SCHEMES, default="standard",
                        help="the ids the LoRA-direct adapters train with, whatever the base's (default standard, "
                             "the paper's; another is its own system, not the paper's row)")
+    _adapter_arguments(train)
     train.add_argument("--quiet", action="store_true")
     train.set_defaults(handler=_train)
 
@@ -546,6 +547,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="as for train (default auto: bf16 on a GPU and on a CPU with native bf16)")
     curve.add_argument("--micro-batch-tokens", type=int,
                        help="as for train (default 4096 on a CPU, whole batches on a GPU; 0: whole batches)")
+    _adapter_arguments(curve)
     curve.add_argument("--stop-after", type=float,
                        help="seconds for the whole command; the same command goes on later")
     curve.add_argument("--quiet", action="store_true")
@@ -678,6 +680,17 @@ def build_parser() -> argparse.ArgumentParser:
     lm_eval.add_argument("lm_eval_args", nargs=argparse.REMAINDER)
     lm_eval.set_defaults(handler=_lm_eval)
     return parser
+
+
+def _adapter_arguments(parser: argparse.ArgumentParser) -> None:
+    """What an adapter is and, for the LoRA-direct ones, what they draw (preset fields)."""
+    parser.add_argument("--lora-r", type=int, help="override the preset's LoRA rank")
+    parser.add_argument("--lora-alpha", type=int, help="override the preset's LoRA alpha")
+    parser.add_argument("--adapter", choices=("lora", "full"),
+                        help="lora (the preset's) or full: every weight of the base fine-tuned, saved whole")
+    parser.add_argument("--direct-draw", metavar="DRAW",
+                        help="LoRA-direct problems: protocol (default; data.direct.LENGTH_RULE), protocol:<digits> "
+                             "(one operand length, e.g. protocol:5), or classes (uniform over length pairs, as before)")
 
 
 def _backend_arguments(parser: argparse.ArgumentParser) -> None:

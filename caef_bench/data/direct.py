@@ -7,9 +7,12 @@ for the answer on a final ``Answer:`` line (comparisons: "true or false").
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import cached_property
 
-from caef_bench.data.testsets import COMPARISON_OPS, load_protocol
+from caef_bench.data.testsets import COMPARISON_OPS, TABLE1_LENGTHS, load_protocol, protocol_pair, render_expr, solve
 
 
 def _prompt_kind(op: str) -> str:
@@ -37,3 +40,65 @@ def direct_samples(problems: Iterable[Mapping]) -> list[dict]:
         }
         for problem in problems
     ]
+
+
+# The LoRA-direct draws follow the test protocol (issue 61). Drawn uniformly over (len a, len b)
+# pairs, as the executors' classes are, two operands of one length (every test cell's) were 1% of
+# the draws and an equal-length 5-digit addition one in ten thousand: the shipped direct adapters
+# learnt no addition at all. Here every problem is drawn as a Table 1 cell draws its own
+# (data.testsets.protocol_pair), at a length drawn so that both the test lengths and the lengths
+# between them are seen (LENGTH_RULE says how).
+PROTOCOL = "protocol"
+LENGTH_RULE = ("half of the draws at one of Table 1's lengths (5, 10, 50, 100: an eighth each), half over "
+               "1-100 digits with P(n) proportional to 1/n (each length then gets about as many answer digits)")
+MAX_DIGITS = 100
+
+
+@dataclass(frozen=True)
+class DirectDraw:
+    """How a LoRA-direct adapter's training problems are drawn: `protocol` (LENGTH_RULE), or one
+    operand length (`protocol:5`: the capacity check's equal-length 5-digit problems). mul and div
+    draw from the protocol's ranges either way. Problems of the committed test sets are never drawn."""
+
+    spec: str = PROTOCOL
+
+    def __post_init__(self):
+        name, _, fixed = self.spec.partition(":")
+        if name != PROTOCOL or (fixed and not (fixed.isdigit() and 1 <= int(fixed) <= MAX_DIGITS)):
+            raise ValueError(f"unknown direct draw {self.spec!r}; expected {PROTOCOL!r} or {PROTOCOL}:<digits 1-100>")
+
+    @property
+    def fixed_length(self) -> int | None:
+        fixed = self.spec.partition(":")[2]
+        return int(fixed) if fixed else None
+
+    @cached_property
+    def _weights(self) -> list[float]:
+        inverse = [1 / n for n in range(1, MAX_DIGITS + 1)]
+        total = sum(inverse)
+        at_test_length = [0.5 / len(TABLE1_LENGTHS) if n in TABLE1_LENGTHS else 0.0 for n in range(1, MAX_DIGITS + 1)]
+        return [0.5 * w / total + t for w, t in zip(inverse, at_test_length)]
+
+    def length(self, rng: random.Random) -> int:
+        if self.fixed_length is not None:
+            return self.fixed_length
+        return rng.choices(range(1, MAX_DIGITS + 1), self._weights)[0]
+
+    def share_of_length(self, n: int) -> float:
+        """The probability that a draw of a length-driven operator has operands of n digits."""
+        if self.fixed_length is not None:
+            return float(n == self.fixed_length)
+        return self._weights[n - 1]
+
+    def problem(self, op: str, rng: random.Random, excluded: frozenset[str] = frozenset()) -> tuple[int, int]:
+        """(a, b) of one training problem, never one of `excluded`'s expressions."""
+        while True:
+            a, b = protocol_pair(op, None if op in ("mul", "div") else self.length(rng), rng)
+            if render_expr(op, a, b) not in excluded:
+                return a, b
+
+    def sample(self, op: str, rng: random.Random, excluded: frozenset[str] = frozenset()) -> dict:
+        """One training sample: the protocol's LoRA-direct prompt and the bare answer."""
+        a, b = self.problem(op, rng, excluded)
+        return {"prompt": direct_prompt(render_expr(op, a, b), op), "completion": solve(op, a, b),
+                "meta": {"kind": "direct", "op": op, "a": str(a), "b": str(b)}}

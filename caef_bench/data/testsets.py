@@ -213,6 +213,29 @@ def _table1_pairs(spec: CellSpec, rng: random.Random) -> list[tuple[int, int]]:
     return pairs
 
 
+def protocol_pair(op: str, digits: int | None, rng: random.Random) -> tuple[int, int]:
+    """One problem as Table 1's cells draw theirs, at any operand length: add, sub, gt, lt, eq take
+    two operands of `digits` digits (sub a >= b; eq an equal pair half the time, by a coin here
+    where a cell balances its halves exactly); mul and div ignore `digits` and take the protocol's
+    ranges. Training draws that follow the test protocol (data.direct) use it."""
+    if op == "mul":
+        return _mul_pair(rng)
+    if op == "div":
+        return _div_pair(rng)
+    a = _number(rng, digits)
+    if op == "eq":
+        return a, a if rng.random() < EQUAL_SHARE["eq"] else _other_number(rng, digits, a)
+    b = _number(rng, digits)
+    return (max(a, b), min(a, b)) if op == "sub" else (a, b)
+
+
+@lru_cache(maxsize=1)
+def test_expressions() -> frozenset[str]:
+    """Every expression of every committed test cell (Table 1 and repeated digits): what training
+    must never draw."""
+    return frozenset(problem["expr"] for cell in all_cells() for problem in load_cell(cell))
+
+
 # Repeated-digit sets ---------------------------------------------------------
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from caef_bench.data.direct import direct_samples
 from caef_bench.data.explanations import stage1_preamble
 from caef_bench.data.structured import replace_digit
-from caef_bench.data.testsets import DEFAULT_DATA_DIR, all_cells, load_cell, named_rng, render_expr, solve
+from caef_bench.data.testsets import DEFAULT_DATA_DIR, named_rng, render_expr, solve, test_expressions
 from caef_bench.machines import ALIGNED_OPS, EXECUTOR_OPS, OPERATIONS, run
 from caef_bench.machines.text import split_units
 
@@ -148,7 +148,7 @@ def nines_on_top(rng: random.Random, length: int, few_share: float = 0.0) -> tup
 def _excluded_expressions() -> set[str]:
     if not DEFAULT_DATA_DIR.is_dir():
         return set()
-    return {problem["expr"] for cell in all_cells() for problem in load_cell(cell, DEFAULT_DATA_DIR)}
+    return set(test_expressions())
 
 
 def problems_for(op: str, cls: tuple[int, int], config: BuildConfig, kind: str, excluded: set[str]) -> list[tuple[int, int | None]]:

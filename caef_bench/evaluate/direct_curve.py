@@ -95,8 +95,8 @@ def evaluate_curve(curve: Path, out: Path, per_cell: int = 100, ops: list[str] |
     the record ({command, per_cell, base_weights, device, points}) is written to `out` after every
     cell. `base`: the folder of the base the snapshots were trained on (default: what their manifests
     record, which must match their recorded fingerprint)."""
-    from caef_bench.evaluate.direct import attach_direct
-    from caef_bench.models.loading import fingerprints, get_tier, load_base
+    from caef_bench.evaluate.direct import attach_direct, direct_fingerprints
+    from caef_bench.models.loading import get_tier, load_base
     from caef_bench.train.curve import shown_path
 
     if per_cell < 1:
@@ -111,7 +111,7 @@ def evaluate_curve(curve: Path, out: Path, per_cell: int = 100, ops: list[str] |
     for label in dict.fromkeys(s["label"] for s in snapshots):  # one snapshot folder at a time
         here = [s for s in snapshots if s["label"] == label]
         tier_here = get_tier(tier, base=base_folder, adapters=curve / label)
-        per_adapter = fingerprints(tier_here, kinds=("direct",))[1]
+        per_adapter = direct_fingerprints(tier_here)
         todo = {}
         for snapshot in here:
             fingerprint = per_adapter[f"direct_{snapshot['op']}"]

@@ -31,7 +31,7 @@ from pathlib import Path
 from caef_bench.models.names import adapter_name
 from caef_bench.train.loop import RunPlan, describe_device, train
 from caef_bench.train.recipe import (KIND_FOLDERS, TrainRequest, _base, _batches, _finished, _new_adapter, _recorded,
-                                     _source, adapter_codec, save_adapter_folder)
+                                     _source, adapter_codec, adapter_identity, save_adapter_folder)
 
 DEFAULT_FRACTIONS = "1/16,1/8,1/4,1/2,1"
 SCHEDULE = "constant after warm-up"
@@ -147,7 +147,7 @@ def _train_op(model, codec, request: TrainRequest, op: str, fractions: list[Frac
     warmup = min(20, steps // 10)
     plan = RunPlan(steps=steps, lr=recipe.lr, warmup=warmup, decay="constant",
                    data={"data": source.fingerprint, "seed": request.seed, "batch": batch, "positions": codec.scheme,
-                         "lora": [recipe.lora_r, recipe.lora_alpha, recipe.target_modules],
+                         **adapter_identity(recipe),
                          "initialised_from": str(request.adapter_init) if request.adapter_init else None})
     stopped = None
     try:

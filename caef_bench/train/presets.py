@@ -59,6 +59,10 @@ class Preset:
     deciding_steps_share: float = 0.0  # gt, lt: share of the last steps of long random comparisons (the top pair)
     decay: str = "constant"  # learning-rate schedule after warm-up: constant or cosine
     target_modules: str | tuple[str, ...] = "all-linear"
+    adapter: str = "lora"  # "lora" (lora_r, lora_alpha on target_modules) or "full": every weight of the base trained
+    # LoRA-direct adapters: how their problems are drawn (data.direct.DirectDraw: "protocol", "protocol:<digits>"),
+    # or "classes": uniform over the executors' length classes, as the direct adapters before issue 61 were
+    direct_draw: str = "protocol"
     # The tiny base's pre-training as phases (used unless base_steps, base_lr or curriculum_steps
     # are overridden, which make it one run of base_steps); its draws are uniform over the length
     # classes (no shares).
@@ -89,7 +93,7 @@ class Preset:
 # Settings a command may override, by name: each a Preset field, but `batch`, which sets the base's
 # and stage 2's batch (stage 1's stays the preset's).
 OVERRIDABLE = ("base_steps", "stage1_steps", "stage2_steps", "max_len", "batch", "base_lr", "lr", "curriculum_steps",
-               *SHARES, "position_scheme")
+               *SHARES, "position_scheme", "lora_r", "lora_alpha", "adapter", "direct_draw")
 _FIELDS_OF = {"batch": ("base_batch", "stage2_batch")}
 
 

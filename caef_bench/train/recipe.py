@@ -25,7 +25,7 @@ from caef_bench.machines import ALIGNED_OPS, EXECUTOR_OPS
 from caef_bench.models.names import adapter_name
 from caef_bench.train.loop import CPU_FAST_MIN_HIDDEN, RunOptions, RunPlan, describe_device, train
 from caef_bench.train.presets import PRESETS, SHARES, Preset
-from caef_bench.train.sources import FileSource, MachineSource
+from caef_bench.train.sources import DirectSource, FileSource, MachineSource
 
 KIND_FOLDERS = {"executor": "executors", "aligner": "aligners", "direct": "direct"}
 CPU_MICRO_BATCH_TOKENS = 4096
@@ -140,6 +140,8 @@ def _source(request: TrainRequest, kind: str, op: str, stage: int):
         return FileSource([path], request.seed) if path.exists() else None
     if stage == 1 and kind != "executor":
         return None  # explanations exist for the machines only
+    if kind == "direct" and recipe.direct_draw != "classes":
+        return DirectSource(op, recipe.direct_draw, request.seed + stage)
     return MachineSource([(kind, op)], recipe.max_len, request.seed + stage, stage=stage, **_mixture(recipe))
 
 
@@ -368,6 +370,14 @@ def _new_adapter(model, request: TrainRequest, recipe: Preset, kind: str, op: st
     import torch
     from peft import LoraConfig, get_peft_model
 
+    if recipe.adapter == "full":
+        from caef_bench.train.full_finetune import FullFineTune
+
+        if request.adapter_init is not None:
+            raise ValueError("--adapter-init continues a LoRA adapter; a full fine-tune starts from the base")
+        return FullFineTune(model), None
+    if recipe.adapter != "lora":
+        raise ValueError(f"unknown adapter {recipe.adapter!r}; expected lora or full")
     config = LoraConfig(r=recipe.lora_r, lora_alpha=recipe.lora_alpha, target_modules=recipe.target_modules,
                         lora_dropout=0.0, task_type="CAUSAL_LM")
     torch.manual_seed(adapter_seed(request.seed, kind, op))  # peft draws lora_A from the global generator
@@ -385,7 +395,7 @@ def _train_stages(peft_model, codec, request: TrainRequest, recipe: Preset, kind
         runs = request.out / ".runs" / adapter_name(kind, op) / f"stage{stage}"
         plan = RunPlan(steps=steps, lr=recipe.lr, warmup=min(20, steps // 10), decay=recipe.decay,
                        data={"data": source.fingerprint, "seed": request.seed, "batch": batch, "positions": codec.scheme,
-                             "lora": [recipe.lora_r, recipe.lora_alpha, recipe.target_modules],
+                             **adapter_identity(recipe),
                              "initialised_from": str(request.adapter_init) if request.adapter_init else None,
                              # (only when on, so that the runs trained before the gate resume as they were)
                              **_gate_flags(request, kind)})
@@ -398,6 +408,13 @@ def _train_stages(peft_model, codec, request: TrainRequest, recipe: Preset, kind
         fingerprints.append(source.fingerprint)
         _copy_loss_curves(runs, folder, f"stage{stage}_")
     return stages, fingerprints
+
+
+def adapter_identity(recipe: Preset) -> dict:
+    """What a run plan records of the weights it trains (a checkpoint continues only under the same)."""
+    if recipe.adapter == "full":
+        return {"adapter": "full"}
+    return {"lora": [recipe.lora_r, recipe.lora_alpha, recipe.target_modules]}
 
 
 def _gate_flags(request: TrainRequest, kind: str) -> dict:
@@ -426,7 +443,8 @@ def save_adapter_folder(peft_model, folder: Path, manifest: dict) -> None:
     """An adapter's weights (bf16) and its manifest in `folder`."""
     folder.mkdir(parents=True, exist_ok=True)
     peft_model.save_pretrained(folder)
-    _to_bf16(folder / "adapter_model.safetensors")
+    if (folder / "adapter_model.safetensors").is_file():  # (a full fine-tune writes bf16 itself)
+        _to_bf16(folder / "adapter_model.safetensors")
     _write_manifest(folder, manifest)
 
 

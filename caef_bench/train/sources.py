@@ -555,3 +555,20 @@ def _zeros_below_top(a: int) -> int:
     """The zeros left_mask erases after a's top digit (all of them when the rest is 0: 1000 -> 3)."""
     rest = str(a)[1:]
     return len(rest) - len(rest.lstrip("0"))
+
+
+class DirectSource:
+    """LoRA-direct samples drawn as the test protocol draws its problems (data.direct.DirectDraw),
+    the committed test sets' problems held out; batch k is a pure function of (seed, k)."""
+
+    def __init__(self, op: str, draw: str, seed: int):
+        from caef_bench.data.direct import DirectDraw
+        from caef_bench.data.testsets import test_expressions
+
+        self.op, self.draw, self.seed = op, DirectDraw(draw), seed
+        self.excluded = test_expressions()
+        self.fingerprint = f"direct:{op}:{draw}:held_out_test_sets"
+
+    def batch(self, step: int, size: int) -> list[dict]:
+        rng = named_rng(self.seed, f"batch/{step}")
+        return [self.draw.sample(self.op, rng, self.excluded) for _ in range(size)]

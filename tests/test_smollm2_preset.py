@@ -61,13 +61,33 @@ def test_stop_after_goes_on_where_it_stopped_and_manifests_record_samples_tokens
                            stop_after_s=10, progress=False)
     first = run_training(request)
     assert first["stopped"] == "--stop-after ran out before aligner_add" and set(first["adapters"]) == {"executor_add"}
+    trained_first = (tmp_path / "executors/add/adapter_model.safetensors").read_bytes()
     now[0] = 0.0
     monkeypatch.setattr(recipe, "train_adapter", train_adapter)
     second = run_training(request)
     assert second["stopped"] is None and set(second["adapters"]) == {"executor_add", "aligner_add", "direct_add"}
-    assert second["adapters"]["executor_add"] == first["adapters"]["executor_add"]  # finished: skipped, not retrained
+    # finished in the first call: skipped, not trained again
+    assert (tmp_path / "executors/add/adapter_model.safetensors").read_bytes() == trained_first
     for folder, samples in (("executors/add", 1 * 4 + 2 * 8), ("aligners/add", 2 * 8), ("direct/add", 2 * 8)):
         manifest = json.loads((tmp_path / folder / "manifest.json").read_text())
         assert manifest["samples"] == samples and manifest["tokens"] > 0 and manifest["device"].startswith("cpu")
         assert manifest["base"] == str(micro_llama) and manifest["position_scheme"] == "standard"
         assert manifest["preset"]["lora_r"] == 8
+
+
+def test_its_direct_adapters_draw_the_protocols_problems_within_its_operand_lengths():
+    """Two operands of one length, half of them at Table 1's lengths up to 10 (5 and 10), the rest 1-10."""
+    from collections import Counter
+
+    from caef_bench.train.sources import DirectSource
+
+    source = DirectSource("add", SMOLLM2.direct_draw, seed=0, max_len=SMOLLM2.max_len)
+    lengths = Counter()
+    for sample in source.batch(0, 4000):
+        a, b = sample["meta"]["a"], sample["meta"]["b"]
+        assert len(a) == len(b) and sample["prompt"].count(f"{a}+{b}=") == 1
+        lengths[len(a)] += 1
+    assert set(lengths) == set(range(1, 11))
+    at_test_lengths = 0.5 + 0.5 * (1 / 5 + 1 / 10) / sum(1 / n for n in range(1, 11))  # the rule's half, and 1/n's share
+    assert abs((lengths[5] + lengths[10]) / 4000 - at_test_lengths) < 0.03
+    assert source.fingerprint.endswith(":max_len=10") and not DirectSource("add", "protocol", 0).fingerprint.endswith("0")

@@ -141,7 +141,7 @@ def _source(request: TrainRequest, kind: str, op: str, stage: int):
     if stage == 1 and kind != "executor":
         return None  # explanations exist for the machines only
     if kind == "direct" and recipe.direct_draw != "classes":
-        return DirectSource(op, recipe.direct_draw, request.seed + stage)
+        return DirectSource(op, recipe.direct_draw, request.seed + stage, recipe.max_len)  # the CAEF adapters' lengths
     return MachineSource([(kind, op)], recipe.max_len, request.seed + stage, stage=stage, **_mixture(recipe))
 
 

@@ -49,16 +49,16 @@ def test_stop_after_goes_on_where_it_stopped_and_manifests_record_samples_tokens
         "micro-tier", micro_llama, None, "float32")})
     now, train_adapter = [0.0], recipe.train_adapter
 
-    def one_adapter_takes_the_budget(*args, **kwargs):  # --stop-after 10 runs out while the first one trains
+    def one_adapter_takes_the_budget(*args, **kwargs):  # --stop-after runs out while the first one trains
         manifest = train_adapter(*args, **kwargs)
-        now[0] += 100.0
+        now[0] += 10_000.0
         return manifest
 
     monkeypatch.setattr(recipe, "train_adapter", one_adapter_takes_the_budget)
     monkeypatch.setattr(recipe.time, "monotonic", lambda: now[0])
     request = TrainRequest(preset="smollm2", out=tmp_path, base="micro-tier", executors=("add",), aligners=("add",),
                            direct=("add",), overrides={"stage1_steps": 1, "stage2_steps": 2, "max_len": 3},
-                           stop_after_s=10, progress=False)
+                           stop_after_s=3600, progress=False)
     first = run_training(request)
     assert first["stopped"] == "--stop-after ran out before aligner_add" and set(first["adapters"]) == {"executor_add"}
     trained_first = (tmp_path / "executors/add/adapter_model.safetensors").read_bytes()

@@ -20,9 +20,10 @@ did). --samples gives S instead (a CPU test). The adapters are split over --stre
 `caef-bench train` command for its CAEF adapters then one for its direct adapters (their own
 --stage2-steps), stopped at the deadline (the same command goes on from its checkpoints). What comes
 back in OUT: the finished adapters in the official layout without optimizer state, as archives of at
-most 15 MiB, as many as fit in 56 MiB (a call brings back at most 8 files, 64 MiB; an adapter is ~4 MB
-in bf16), CAEF first; `plan.json` (the probe, the budget, every command); logs.tgz (each stream's log,
-loss curves and manifests). Every adapter stays under RUN/checkpoints for the evaluation call.
+most 15 MiB, as many as fit in 60 MiB (a call brings back at most 8 files, 64 MiB; an adapter is ~4.9 MB
+in bf16: 2.4M LoRA parameters), CAEF first; `plan.json` (the probe, the budget, every command); logs.tgz (each stream's log,
+loss curves and manifests). Every adapter stays under RUN/checkpoints for the evaluation call, which
+brings back those that did not fit (rest_<k>.tgz).
 
 evaluate: RUN/checkpoints put in place as checkpoints/smollm2-135m, then, each part stopped at its share
 of --minutes: Table 1's rows `caef-smollm2-135m` and `lora-direct-smollm2-135m` through lm-eval on
@@ -55,7 +56,7 @@ ALL_OPS = ("add", "sub", "mul", "div", "gt", "lt", "eq")
 STAGE1_SHARE = 1 / 8  # stage-1 samples per stage-2 sample of an executor (the paper's: 500 x 8 / 2000 x 16)
 STAGE1_BATCH = 4  # the smollm2 preset's (its prompts carry ~700 tokens of explanation)
 ARCHIVE_BYTES = 15 << 20
-BRING_BACK_BYTES = 56 << 20
+BRING_BACK_BYTES = 60 << 20  # of a call's 64 MiB (its other files: plan, logs, evaluation)
 
 
 def adapters_for(ops: list[str]) -> list[tuple[str, str]]:
@@ -188,14 +189,15 @@ def collect(run: Path) -> list[Path]:
     return copied
 
 
-def pack_adapters(out: Path, checkpoints: Path, adapters: list[Path]) -> list[str]:
-    """Adapters into archives of at most ARCHIVE_BYTES, CAEF first, while BRING_BACK_BYTES allows; the
-    names of those left on the device."""
+def pack_adapters(out: Path, checkpoints: Path, adapters: list[Path], name: str = "adapters",
+                  room: int = BRING_BACK_BYTES) -> list[str]:
+    """Adapters into archives OUT/<name>_<k>.tgz of at most ARCHIVE_BYTES, CAEF first, while BRING_BACK_BYTES
+    (`room`) allows; the names of those left on the device (the evaluation call brings them back)."""
     order = sorted(adapters, key=lambda a: (a.parent.name == "direct", a.parent.name, a.name))
     archives, current, size, total, left = [], [], 0, 0, []
     for adapter in order:
         bytes_ = sum(p.stat().st_size for p in adapter.rglob("*") if p.is_file())
-        if total + bytes_ > BRING_BACK_BYTES:
+        if total + bytes_ > room:
             left.append(f"{adapter.parent.name}/{adapter.name}")
             continue
         if current and size + bytes_ > ARCHIVE_BYTES:
@@ -206,7 +208,7 @@ def pack_adapters(out: Path, checkpoints: Path, adapters: list[Path]) -> list[st
     if current:
         archives.append(current)
     for number, group in enumerate(archives, 1):
-        with tarfile.open(out / f"adapters_{number}.tgz", "w:gz") as tar:
+        with tarfile.open(out / f"{name}_{number}.tgz", "w:gz") as tar:
             for adapter in group:
                 tar.add(adapter, arcname=str(adapter.relative_to(checkpoints)))
     return left
@@ -241,7 +243,8 @@ def train_main(args) -> int:
             "streams": [{"adapters": [f"{k}_{o}" for k, o in group],
                          "commands": commands_for(group, s, args, base, run / "streams" / str(i))}
                         for i, group in enumerate(groups)]}
-    (out / "plan.json").write_text(json.dumps(plan, indent=1) + "\n")
+    for folder in (out, run):  # (OUT is a new, empty folder in every call; RUN stays on the device)
+        (folder / "plan.json").write_text(json.dumps(plan, indent=1) + "\n")
     print(f"probe: {measured['tokens_per_s']:,.0f} tokens/s ({measured['steps']} steps of {args.batch}, "
           f"{measured['precision']}); plan: {s:,} samples per CAEF adapter, {len(adapters)} adapters in "
           f"{len(groups)} streams, {seconds:.0f} s", flush=True)
@@ -255,6 +258,7 @@ def train_main(args) -> int:
         thread.join()
     adapters_written = collect(run)
     left = pack_adapters(out, run / "checkpoints", adapters_written)
+    (run / "left_on_device.json").write_text(json.dumps(left) + "\n")  # the evaluation call brings them back
     with tarfile.open(out / "logs.tgz", "w:gz") as tar:
         tar.add(run / "logs", arcname="logs")
         for path in sorted(run.glob("checkpoints/*/*/*")):
@@ -272,7 +276,7 @@ def evaluate_main(args) -> int:
     started = time.monotonic()
     out, run = Path(args.out), Path(args.run)
     out.mkdir(parents=True, exist_ok=True)
-    plan = json.loads((out / "plan.json").read_text()) if (out / "plan.json").is_file() else {}
+    plan = json.loads((run / "plan.json").read_text()) if (run / "plan.json").is_file() else {}
     max_len = plan.get("max_len", args.max_len)
     shutil.rmtree(SMOLLM2_CHECKPOINTS, ignore_errors=True)
     shutil.copytree(run / "checkpoints", SMOLLM2_CHECKPOINTS)
@@ -316,9 +320,14 @@ def evaluate_main(args) -> int:
         for path in sorted(results.rglob("*")):
             if path.is_file() and path.suffix in (".md", ".json", ".jsonl", ".png") and "cache" not in path.parts:
                 tar.add(path, arcname=str(path.relative_to(run)))
+    left = json.loads((run / "left_on_device.json").read_text()) if (run / "left_on_device.json").is_file() else []
+    checkpoints = run / "checkpoints"
+    room = BRING_BACK_BYTES - (out / "evaluation.tgz").stat().st_size
+    not_brought = pack_adapters(out, checkpoints, [checkpoints / name for name in left], "rest", room)
     (out / "evaluation.json").write_text(json.dumps({"parts": {n: c for n, c in codes.items()}, "cells": trained,
                                                      "past": past, "limit": args.limit}, indent=1) + "\n")
-    print(f"evaluation: {codes}; {time.monotonic() - started:.0f} s", flush=True)
+    print(f"evaluation: {codes}; {time.monotonic() - started:.0f} s; adapters the training call left on the device, "
+          f"still not brought back: {', '.join(not_brought) or 'none'}", flush=True)
     return 0 if all(code == 0 for code in codes.values()) else 1
 
 

@@ -9,16 +9,20 @@ of 1-10 digits, the preset's shares; warm-up a tenth of the steps, then constant
 training loop itself (train.loop.train); then, on --held-out samples of another seed, its mean loss on
 the completion tokens and its exact match: every completion token the model's argmax under the true
 prefix (models.decoding.verify_drafts), which is greedy decoding's exact match. Prints one line per
-rate, with the load average (the machine is shared).
+rate: the loss of each quarter of the steps (each on samples it had not trained on yet), the held-out
+scores, seconds of wall and CPU time and the load average (the machine is shared). Each rate's loss curve
+stays in --work, so a sweep ended early still shows how far each rate got.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shutil
 import sys
-import tempfile
 import time
+from pathlib import Path
 from dataclasses import replace
 
 import torch
@@ -40,7 +44,7 @@ def result_precision() -> str:
     return resolve_precision("cpu", "auto", 576)
 
 
-def held_out_scores(model, codec, samples: list[dict], batch: int = 8) -> tuple[float, float]:
+def held_out_scores(model, codec, samples: list[dict], batch: int = 2) -> tuple[float, float]:
     """(mean completion loss, exact-match share) of `model` on `samples`."""
     model.eval()
     losses, exact = [], 0
@@ -69,6 +73,7 @@ def main() -> None:
     parser.add_argument("--adapter", default="executor_add", help="whose stage-2 draws: executor_add, aligner_gt, ...")
     parser.add_argument("--held-out", type=int, default=48)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--work", default="work/smollm2_lr_sweep", help="each rate's run folder (its loss curve)")
     parser.add_argument("--out", help="also write the report to this Markdown file, with the command that made it")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -85,7 +90,8 @@ def main() -> None:
     lines = [f"{cpu_model()}, {args.threads} torch threads, {result_precision()}: {args.adapter}, LoRA r={preset.lora_r} "
              f"alpha={preset.lora_alpha} {preset.target_modules}, {args.steps} steps x {args.batch} samples "
              f"(1-{preset.max_len} digits), {args.held_out} held-out samples",
-             f"{'lr':>8} {'train loss':>10} {'held-out loss':>13} {'exact':>6} {'seconds':>8} {'CPU s':>7} {'load':>16}"]
+             f"{'lr':>8} {'loss on new samples, each quarter':>34} {'held-out loss':>13} {'exact':>6} {'seconds':>8} "
+             f"{'CPU s':>7} {'load':>16}"]
     print("\n".join(lines), flush=True)
     for lr in (float(x) for x in args.lrs.split(",")):
         torch.manual_seed(0)
@@ -93,14 +99,16 @@ def main() -> None:
                                                 target_modules=preset.target_modules, task_type="CAUSAL_LM"))
         plan = replace(RunPlan(steps=args.steps, lr=lr), warmup=max(1, args.steps // 10))
         started, cpu_started = time.perf_counter(), time.process_time()
-        with tempfile.TemporaryDirectory() as run_dir:
-            result = train(lora, lambda step: collate(source.batch(step, args.batch), codec), run_dir, plan,
-                           RunOptions(progress=False, log_every=max(1, args.steps // 4)))
+        run_dir = Path(args.work) / f"lr_{lr:g}"  # (its loss.jsonl outlives a run that is killed)
+        shutil.rmtree(run_dir, ignore_errors=True)
+        train(lora, lambda step: collate(source.batch(step, args.batch), codec), run_dir, plan,
+              RunOptions(progress=False, log_every=max(1, args.steps // 4)))
         seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
+        # Each step's loss is on a batch it has not trained on yet (fresh draws): the curve is held out too.
+        curve = "/".join(f"{json.loads(line)['loss']:.3f}" for line in (run_dir / "loss.jsonl").read_text().splitlines())
         loss, exact = held_out_scores(lora, codec, held_out)
         load = "/".join(f"{x:.1f}" for x in os.getloadavg())
-        lines.append(f"{lr:>8.0e} {result.final_loss:>10.4f} {loss:>13.4f} {exact:>6.0%} {seconds:>8.0f} "
-                     f"{cpu_seconds:>7.0f} {load:>16}")
+        lines.append(f"{lr:>8.0e} {curve:>34} {loss:>13.4f} {exact:>6.0%} {seconds:>8.0f} {cpu_seconds:>7.0f} {load:>16}")
         print(lines[-1], flush=True)
         model = lora.unload()  # the base without this rate's LoRA layers, for the next
     if args.out:

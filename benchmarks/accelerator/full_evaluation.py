@@ -59,7 +59,6 @@ import fnmatch
 import io
 import json
 import multiprocessing as mp
-import os
 import subprocess
 import sys
 import tarfile

@@ -28,12 +28,13 @@ def device(args: argparse.Namespace) -> str:
     return default_device(args.device)
 
 
-def step_model(args: argparse.Namespace):
-    """The model behind `solve`, `run` and `serve`: the tier here, or the server at --base-url."""
+def step_model(args: argparse.Namespace, ops=None):
+    """The model behind `solve`, `run` and `serve`: the tier here, or the server at --base-url; `ops`:
+    the operators to solve, refused in one line if the tier lacks an adapter they call."""
     from caef_bench.runtime.backends import step_model as backend_step_model
 
     return backend_step_model(args.backend, args.model, args.checkpoints, speculative=not args.no_speculative,
-                              device=args.device, base_url=args.base_url)
+                              device=args.device, base_url=args.base_url, ops=ops)
 
 
 def model_arguments(parser: argparse.ArgumentParser, tier_help: str = "tier: tiny (default), smollm2-135m, "

@@ -119,6 +119,7 @@ def run_caef_suite(args: argparse.Namespace) -> int:
     """table2 or caef: one CAEF model on Table 1's cells, every run's records kept."""
     from pathlib import Path
 
+    from caef_bench.data.testsets import CELLS
     from caef_bench.evaluate.suites import SuiteRequest, check_cells, run_suite
     from caef_bench.report.tables import write_suite
 
@@ -135,7 +136,8 @@ def run_caef_suite(args: argparse.Namespace) -> int:
         say(f"{cell}: " + ", ".join(f"{k} {v['accuracy']:.1%} (N={v['n']})"
                                     for k, v in result.items() if isinstance(v, dict) and "n" in v))
 
-    for path in write_suite(run_suite(step_model(args), request, Path(args.out), progress, say), args.out):
+    model = step_model(args, ops=[CELLS[cell].op for cell in request.cells])
+    for path in write_suite(run_suite(model, request, Path(args.out), progress, say), args.out):
         print(f"wrote {path}")
     return 0
 

@@ -12,10 +12,11 @@ def register(commands) -> None:
     from .common import adapter_arguments
 
     train = commands.add_parser("train", help="train CAEF adapters (and the tiny tier's base)")
-    train.add_argument("--preset", default="tiny", help="tiny (default) or llama")
+    train.add_argument("--preset", default="tiny", help="tiny (default), smollm2 or llama")
     train.add_argument("--out", default="checkpoints/tiny",
                        help="output folder, official adapter layout (default: checkpoints/tiny, the tiny tier's)")
-    train.add_argument("--base", help="base model folder (required except for the tiny preset)")
+    train.add_argument("--base", help="base model folder, or a tier's name (smollm2-135m): required except for "
+                                      "the tiny preset")
     train.add_argument("--data", help="`caef-bench data build` folder to train from (default: draw from the machines)")
     train.add_argument("--executors", help="comma-separated ops (default all nine)")
     train.add_argument("--aligners", help="comma-separated ops (default all seven)")

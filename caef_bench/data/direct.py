@@ -61,6 +61,9 @@ class DirectDraw:
     draw from the protocol's ranges either way. Problems of the committed test sets are never drawn."""
 
     spec: str = PROTOCOL
+    # The longest operands drawn: the tier's training lengths (the smollm2 preset's 1-10 digits on a CPU);
+    # the rule's Table 1 lengths and its 1/n part stay within them.
+    max_digits: int = MAX_DIGITS
 
     def __post_init__(self):
         name, _, fixed = self.spec.partition(":")
@@ -74,21 +77,22 @@ class DirectDraw:
 
     @cached_property
     def _weights(self) -> list[float]:
-        inverse = [1 / n for n in range(1, MAX_DIGITS + 1)]
+        inverse = [1 / n for n in range(1, self.max_digits + 1)]
         total = sum(inverse)
-        at_test_length = [0.5 / len(TABLE1_LENGTHS) if n in TABLE1_LENGTHS else 0.0 for n in range(1, MAX_DIGITS + 1)]
+        lengths = [n for n in TABLE1_LENGTHS if n <= self.max_digits]
+        at_test_length = [0.5 / len(lengths) if n in lengths else 0.0 for n in range(1, self.max_digits + 1)]
         return [0.5 * w / total + t for w, t in zip(inverse, at_test_length)]
 
     def length(self, rng: random.Random) -> int:
         if self.fixed_length is not None:
             return self.fixed_length
-        return rng.choices(range(1, MAX_DIGITS + 1), self._weights)[0]
+        return rng.choices(range(1, self.max_digits + 1), self._weights)[0]
 
     def share_of_length(self, n: int) -> float:
         """The probability that a draw of a length-driven operator has operands of n digits."""
         if self.fixed_length is not None:
             return float(n == self.fixed_length)
-        return self._weights[n - 1]
+        return self._weights[n - 1] if n <= self.max_digits else 0.0
 
     def problem(self, op: str, rng: random.Random, excluded: frozenset[str] = frozenset()) -> tuple[int, int]:
         """(a, b) of one training problem, never one of `excluded`'s expressions."""

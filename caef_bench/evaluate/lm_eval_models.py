@@ -24,6 +24,7 @@ from lm_eval.api.registry import register_model
 
 from caef_bench.machines import parse_expression, typed_expression
 from caef_bench.models.limits import check_within_tier
+from caef_bench.runtime.backends import check_operators
 
 
 def _device(requested: str | None) -> str:
@@ -86,6 +87,7 @@ class CaefLM(_NoLoglikelihood, LM):
             step_model = backend_model(backend, tier, checkpoints, speculative=_bool_arg(speculative),
                                        device=_device(device) if backend == "hf" else None, base_url=base_url)
         self.step_model, self.tier = step_model, tier
+        self.checked_model = step_model  # the model itself, whose adapters say which operators it can run
         weights = getattr(step_model, "fingerprint", None) or "model"
         self.records = Path(records) / f"{tier}-{weights}" / "lm_eval.jsonl" if records else None
         self.solved = {}  # expression -> the caef suite's record of it, where every adapter it calls is unchanged
@@ -108,6 +110,7 @@ class CaefLM(_NoLoglikelihood, LM):
                 answers[index] = ""
                 continue
             check_within_tier(self.tier, expression)  # beyond the tier's operands: stop before solving anything
+            check_operators(self.checked_model, self.tier, [expression.op])  # and an operator it has no adapters for
             problem = problems.setdefault(problem_id(expr), Problem(problem_id(expr), expr))
             waiting.setdefault(problem.id, []).append(index)
 

@@ -13,9 +13,8 @@ from pathlib import Path
 from caef_bench.data.testsets import CELLS, load_cell, table1_cells
 from caef_bench.evaluate.failures import record_failures
 from caef_bench.evaluate.scoring import accuracy, is_correct, text_accuracy, verdict
-from caef_bench.machines import OPERATIONS, parse_expression, result, run, typed_expression
-from caef_bench.machines.composers import CALLEES
-from caef_bench.models.names import aligner_name, executor_of_machine
+from caef_bench.machines import parse_expression, result, run, typed_expression
+from caef_bench.models.names import aligner_name, operator_adapters
 from caef_bench.runtime import Problem, load_records, solve_batch, solve_to_files
 from caef_bench.runtime.hf import RoutedModel
 from caef_bench.runtime.oracle import OracleModel
@@ -327,9 +326,7 @@ def cell_adapters(cell: str) -> set[str]:
     """Every adapter a run of the cell's problems calls: its aligner, its executor and the executors
     its composer calls (sub_100: aligner_sub, executor_sub, executor_reflection, executor_add, ...);
     a repeated-digit cell's (rep_sub_100_p1) are its operator's."""
-    operation = OPERATIONS[CELLS[cell].op]
-    return {aligner_name(operation.name), executor_of_machine(operation.machine),
-            *(executor_of_machine(callee) for callee in CALLEES.get(operation.machine, ()))}
+    return set(operator_adapters(CELLS[cell].op))
 
 
 def carry_records(source: Path, folder: Path, weights: str, adapters: dict[str, str], cells: list[str]

@@ -38,8 +38,19 @@ class System:
     gen_kwargs: dict = field(default_factory=dict)
     batch_size: int | str | None = None
     limit: int | None = None  # problems per cell by default (None: the whole test set)
-    requires: dict = field(default_factory=dict)  # gpu: true, env: [NAME, ...], smollm2: true
+    requires: dict = field(default_factory=dict)  # gpu: true, env: [NAME, ...], smollm2: true, adapters: true
+    # The cells it runs on by default (comma-separated names or shell patterns; None: all), and why not
+    # the others (Table 1 says so): a system trained for some operators and lengths only.
+    cells: str | None = None
+    cells_why: str = ""
     path: Path | None = None
+
+    def own_cells(self, cells: list[str]) -> list[str]:
+        """Of a run's `cells`, those this system runs on by default (`cells`)."""
+        if not self.cells:
+            return list(cells)
+        patterns = [p for p in self.cells.split(",") if p]
+        return [cell for cell in cells if any(fnmatch.fnmatchcase(cell, pattern) for pattern in patterns)]
 
     def task(self, cell: str) -> str:
         """The lm-eval task of one test cell in this system's prompt style: add_100 -> caef_add_100_chat; a
@@ -62,6 +73,29 @@ class System:
 
             if find_gguf() is None:
                 return f"needs SmolLM2-135M-Instruct: {INSTALL_HINT}"
+        if self.requires.get("adapters"):
+            return self.missing_adapters()
+        return None
+
+    def missing_adapters(self) -> str | None:
+        """For a system of one of this project's tiers (model_args `tier`, `checkpoints`): which adapters
+        its cells need that the tier lacks, and the command that trains them; None when it has them all."""
+        from caef_bench.data.testsets import CELLS, table1_cells
+        from caef_bench.models.limits import MissingAdaptersError, check_adapters, train_command
+        from caef_bench.models.loading import adapter_dir, available_adapters, tier_with_checkpoints
+
+        args = self.resolved_model_args()
+        tier = tier_with_checkpoints(args["tier"], args.get("checkpoints"))
+        ops = sorted({CELLS[cell].op for cell in self.own_cells(table1_cells())})
+        if self.model == "caef-direct":  # the LoRA-direct adapters, direct/<op>/
+            missing = [f"direct_{op}" for op in ops
+                       if tier.adapters is None or adapter_dir(tier.adapters, "direct", op) is None]
+            return (f"the {tier.name} tier has no {', '.join(missing)}: train them with "
+                    f"`{train_command(tier.name, tier.adapters, missing)}`") if missing else None
+        try:
+            check_adapters(tier.name, ops, available_adapters(tier), tier.adapters)
+        except MissingAdaptersError as error:
+            return str(error)
         return None
 
     def resolved_model_args(self) -> dict:

@@ -187,14 +187,21 @@ def run_table1(systems: list[System], cells: list[str] | None = None, limit: int
     results = {}
     for system in systems:
         base = {"paper_row": system.paper_row, "description": system.description, "model": system.model,
-                "tasks": system.tasks, "file": str(system.path.name if system.path else "")}
+                "tasks": system.tasks, "file": str(system.path.name if system.path else ""),
+                **({"tier": system.model_args["tier"]} if "tier" in system.model_args else {})}
         reason = system.unavailable()
         if reason:
             progress(f"{system.name}: skipped, {reason}")
             results[system.name] = {**base, "skipped": reason}
             continue
         chosen = system.lm_eval_limit(limit, limits)
-        own_cells = (cells_of or {}).get(system.name, cells)
+        own_cells = (cells_of or {}).get(system.name) or system.own_cells(cells)
+        if system.name not in (cells_of or {}) and len(own_cells) < len(cells) and system.cells_why:
+            base["cells_why"] = system.cells_why  # the cells it was not asked, and why
+        if not own_cells:
+            progress(f"{system.name}: skipped, none of these cells is one it runs ({system.cells})")
+            results[system.name] = {**base, "skipped": f"runs on {system.cells} only: {system.cells_why}".rstrip(": ")}
+            continue
         results[system.name] = {**base, **run_system(system, own_cells, chosen, work, progress),
                                 "cells_asked": len(cells)}
     return results

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from .ops import BY_MACHINE, BY_SYMBOL, Operation, operand
-from .text import ComposerState, Snapshot, from_tape, parse, render
+from .text import ComposerState, Snapshot, from_tape, parse
 
 # Longest symbols first so that "//" and "==" win over any one-character reading.
 _SYMBOLS = sorted(BY_SYMBOL, key=len, reverse=True)

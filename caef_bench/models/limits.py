@@ -10,15 +10,24 @@ with one line naming the tier and the limit, instead of printing "unparseable" a
 
 from __future__ import annotations
 
+import os
+import shlex
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from caef_bench.machines import Expression, parse_expression, typed_expression
+from caef_bench.models.names import operator_adapters, split_adapter_name
 
 LENGTH_OPS = ("add", "sub", "gt", "lt", "eq")
 
 
 class BeyondTierError(ValueError):
     """An expression outside what the tier was built for (the CLI's exit 2, like other bad input)."""
+
+
+class MissingAdaptersError(ValueError):
+    """An operator whose adapters the tier lacks: refused before any model runs (the CLI's exit 2)."""
 
 
 @dataclass(frozen=True)
@@ -72,4 +81,51 @@ def check_within_tier(tier: str, expression: Expression) -> None:
                               f"{expr if len(expr) <= 60 else expr[:28] + '…' + expr[-28:]}")
 
 
-__all__ = ["TIER_LIMITS", "BeyondTierError", "OperandLimits", "check_supported", "check_within_tier"]
+# How each tier's adapters are trained (`caef-bench train`), for the message that names missing ones.
+TRAIN_ARGUMENTS = {
+    "tiny": "--preset tiny",
+    "smollm2-135m": "--preset smollm2 --base smollm2-135m",
+    "llama-3.1-8b": "--preset llama --base $CAEF_LLAMA_PATH",
+}
+
+
+def train_command(tier: str, folder: str | Path | None, adapters: Iterable[str]) -> str:
+    """The `caef-bench train` command that trains `adapters` (names) of `tier` into `folder`."""
+    kinds: dict[str, list[str]] = {"executor": [], "aligner": [], "direct": []}
+    for name in adapters:
+        kind, op = split_adapter_name(name)
+        kinds[kind].append(op)
+    words = ["caef-bench train", TRAIN_ARGUMENTS.get(tier, "--preset llama --base BASE")]
+    if folder is not None:
+        folder = Path(folder)
+        here = Path.cwd()
+        shown = os.path.relpath(folder, here) if folder.is_absolute() and folder.is_relative_to(here) else folder
+        words.append(f"--out {shlex.quote(str(shown))}")
+    words += [f"--{kind}s {','.join(ops)}" if kind != "direct" else f"--direct {','.join(ops)}"
+              for kind, ops in kinds.items() if ops]
+    return " ".join(words)
+
+
+def check_adapters(tier: str, ops: Iterable[str], available: Collection[str] | None,
+                   folder: str | Path | None = None, server: str | None = None) -> None:
+    """Raise MissingAdaptersError, one line naming every adapter that problems of `ops` call and
+    `available` lacks, and how to train them (or, for a `server`, that it does not serve them).
+    available=None: a bare base, which answers every call itself, or a server that does not list
+    its adapters; nothing to check."""
+    if available is None:
+        return
+    ops = list(dict.fromkeys(ops))
+    missing = list(dict.fromkeys(name for op in ops for name in operator_adapters(op) if name not in available))
+    if not missing:
+        return
+    needed_by = f"which {', '.join(ops)} need{'s' if len(ops) == 1 else ''}"
+    if server is not None:
+        raise MissingAdaptersError(f"the server at {server} serves no {', '.join(missing)}, {needed_by}: serve them "
+                                   f"there, or solve with a tier that has them")
+    looked = f" in {folder}" if folder is not None else ""
+    raise MissingAdaptersError(f"the {tier} tier has no {', '.join(missing)}{looked}, {needed_by}: train "
+                               f"{'it' if len(missing) == 1 else 'them'} with `{train_command(tier, folder, missing)}`")
+
+
+__all__ = ["TIER_LIMITS", "TRAIN_ARGUMENTS", "BeyondTierError", "MissingAdaptersError", "OperandLimits",
+           "check_adapters", "check_supported", "check_within_tier", "train_command"]

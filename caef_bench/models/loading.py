@@ -30,7 +30,8 @@ from caef_bench.machines import EXECUTOR_OPS
 from caef_bench.models.names import KIND_OF_FOLDER, OPS_OF_KIND, adapter_name
 from caef_bench.models.official import adapter_layout_root, official_adapters, official_folder_names
 from caef_bench.models.tiny import tier_info
-from caef_bench.paths import TINY_CHECKPOINTS
+from caef_bench.paths import SMOLLM2_CHECKPOINTS, TINY_CHECKPOINTS
+
 LLAMA_HUB_ID = "meta-llama/Llama-3.1-8B"
 ENV_LLAMA_PATH = "CAEF_LLAMA_PATH"
 ADAPTER_CONFIG = "adapter_config.json"
@@ -90,7 +91,8 @@ def _smollm2_tier(**overrides) -> Tier:
     from caef_bench.models.smollm2 import converted_dir
 
     base = overrides.pop("base", None) or converted_dir()  # converts the GGUF once, then reuses it
-    adapters = overrides.pop("adapters", None)
+    # adapters=None asks for the bare base; leaving it out asks for the shipped ones (checkpoints/smollm2-135m)
+    adapters = overrides.pop("adapters") if "adapters" in overrides else SMOLLM2_CHECKPOINTS
     return Tier("smollm2-135m", base, adapters, **{"dtype": "float32", **overrides})
 
 
@@ -235,8 +237,20 @@ def adapter_folders(tier: Tier) -> dict[str, Path]:
     root = adapter_layout_root(tier.adapters) or Path(tier.adapters)
     found = dict(_adapter_folders(root, KINDS, None))
     if not found:
-        raise FileNotFoundError(_no_adapters(root) + (f"; {TRAIN_TINY_HINT}" if tier.name == "tiny" else ""))
+        from caef_bench.models.limits import train_command
+
+        raise FileNotFoundError(f"{_no_adapters(root)}: train them with `{train_command(tier.name, tier.adapters, ())} "
+                                f"--executors OPS --aligners OPS`")
     return found
+
+
+def available_adapters(tier: Tier) -> frozenset[str] | None:
+    """The names of the tier's executors and aligners on disk (none loaded; an empty set when its
+    folder is missing), or None for a bare base, which answers every call itself."""
+    if tier.adapters is None:
+        return None
+    root = adapter_layout_root(tier.adapters) or Path(tier.adapters)
+    return frozenset(name for name, _ in _adapter_folders(root, KINDS, None))
 
 
 def _adapter_folders(root: Path, kinds: tuple[str, ...], ops: tuple[str, ...] | None) -> list[tuple[str, Path]]:
@@ -428,7 +442,7 @@ def adapter_fingerprints(tier: Tier) -> dict[str, str]:
 
 __all__ = [
     "KINDS", "LLAMA_HUB_ID", "TIERS", "LoadedTier", "Tier",
-    "adapter_dir", "adapter_folders", "attach_adapter", "get_tier", "load",
+    "adapter_dir", "adapter_folders", "attach_adapter", "available_adapters", "get_tier", "load",
     "adapter_schemes", "anonymous_adapters", "load_adapters", "load_bare_base", "load_base", "loaded_adapters", "position_scheme_of", "save_adapter",
     "tier_with_checkpoints",
     "torch_dtype", "use_adapter", "weights_fingerprint", "adapter_fingerprints", "fingerprints",

@@ -9,7 +9,8 @@ sit in the official release's folders, `executors/<op>/`, `aligners/<op>/` (and 
 
 from __future__ import annotations
 
-from caef_bench.machines import ALIGNED_OPS, BY_MACHINE, EXECUTOR_OPS
+from caef_bench.machines import ALIGNED_OPS, BY_MACHINE, EXECUTOR_OPS, OPERATIONS
+from caef_bench.machines.composers import CALLEES
 
 ADAPTER_KINDS = ("executor", "aligner", "direct")
 FOLDER_OF_KIND = {"executor": "executors", "aligner": "aligners", "direct": "direct"}
@@ -40,6 +41,14 @@ def executor_of_machine(machine: str) -> str:
     return executor_name(BY_MACHINE[machine].name)
 
 
+def operator_adapters(op: str) -> tuple[str, ...]:
+    """Every adapter a problem of `op` calls: its aligner, its executor and the executors its composer
+    calls ('sub': aligner_sub, executor_sub, executor_reflection, executor_add, executor_left_mask)."""
+    machine = OPERATIONS[op].machine
+    return (aligner_name(op), executor_of_machine(machine),
+            *(executor_of_machine(callee) for callee in CALLEES.get(machine, ())))
+
+
 def split_adapter_name(name: str) -> tuple[str, str]:
     """'aligner_add' -> ('aligner', 'add'); 'executor_left_mask' -> ('executor', 'left_mask')."""
     kind, _, op = name.partition("_")
@@ -48,4 +57,4 @@ def split_adapter_name(name: str) -> tuple[str, str]:
 
 
 __all__ = ["ADAPTER_KINDS", "FOLDER_OF_KIND", "KIND_OF_FOLDER", "OPS_OF_KIND", "adapter_name", "aligner_name",
-           "executor_name", "executor_of_machine", "split_adapter_name"]
+           "executor_name", "executor_of_machine", "operator_adapters", "split_adapter_name"]

@@ -21,9 +21,16 @@ def _op(cell: str) -> str:
     return cell.partition("_")[0]
 
 
-def _reference_caef(results: dict) -> str | None:
-    """The system whose numbers the baselines' differences are taken from: the first CAEF one that ran."""
-    return next((name for name, r in results.items() if r.get("paper_row") == "CAEF" and "cells" in r), None)
+def _reference_caef(results: dict, name: str | None = None) -> str | None:
+    """The CAEF system whose numbers a baseline's differences are taken from: the one on the same tier
+    (lora-direct-smollm2-135m: caef-smollm2-135m), else the CAEF system that ran the most cells (the
+    first such in file order); with no `name`, that last one."""
+    ran = {other: r for other, r in results.items() if r.get("paper_row") == "CAEF" and "cells" in r}
+    tier = results.get(name, {}).get("tier") if name else None
+    same_tier = [other for other, r in ran.items() if tier and r.get("tier") == tier]
+    if same_tier:
+        return same_tier[0]
+    return max(ran, key=lambda other: len(ran[other]["cells"]), default=None)
 
 
 def table1_frame(results: dict):
@@ -31,7 +38,6 @@ def table1_frame(results: dict):
     import pandas as pd
 
     paper = paper_tables()["table1_overall_accuracy"]
-    reference = _reference_caef(results)
     ops = list(OP_NAMES)
     rows = []
     for op in ops:
@@ -40,6 +46,7 @@ def table1_frame(results: dict):
                 if result.get("paper_row") != paper_row:
                     continue
                 row = {"operator": OP_NAMES[op], "system": f"{name} (ours)"}
+                reference = _reference_caef(results, name)
                 for column in COLUMNS:
                     cell = next((c for c in result.get("cells", {}) if _op(c) == op and CELL_COLUMN[c] == column), None)
                     row[column] = _ours(result, cell, results.get(reference), name == reference)
@@ -111,7 +118,7 @@ def table1_markdown(results: dict, command: str, notes: list[str] | None = None)
     reference = _reference_caef(results)
     lines = ["## Table 1: end-to-end accuracy, every system", "", table1_findings(results), "",
              f"Accuracy % with Wilson 95% intervals and N per cell; in brackets after a baseline, its difference "
-             f"from our CAEF ({reference or 'none ran'}) in points, as the paper prints each baseline's difference "
+             f"from our CAEF ({reference or 'none ran'}{_same_tier_references(results, reference)}) in points, as the paper prints each baseline's difference "
              f"from its CAEF. Paper: Lai et al., arXiv 2410.07896, LLaMA 3.1-8B and GPT-4o.", "",
              table1_frame(results).to_markdown(index=False), "", "### Which system stands in each paper row", ""]
     for name, result in results.items():
@@ -121,12 +128,15 @@ def table1_markdown(results: dict, command: str, notes: list[str] | None = None)
             status = f"weights `{result['weights']}`; {status}"
         lines.append(f"- `{name}` for **{result.get('paper_row') or 'no paper row'}**: {result.get('description', '')}; {status}")
     partial_caef = [name for name, r in results.items()
-                    if r.get("paper_row") == "CAEF" and "cells" in r and _coverage(r)]
+                    if r.get("paper_row") == "CAEF" and "cells" in r and _coverage(r) and not r.get("cells_why")]
     if partial_caef:  # the cells left out are the long ones; the caef suite has them all at a larger N
         lines += ["", f"Cells marked – for {', '.join(f'`{n}`' for n in partial_caef)} were not run through lm-eval "
                       f"for this table (on 2 CPU cores a 100-digit subtraction is ~420 model calls); "
                       f"`caef-bench run --suite caef` has every cell, at the N and on the weights its header "
                       f"states: `results/table1_caef.md`."]
+    for name, result in results.items():
+        if result.get("cells_why") and "cells" in result:
+            lines += ["", f"`{name}` ran on {', '.join(result['cells'])} only (– elsewhere): {result['cells_why']}"]
     for note in notes or []:
         lines += ["", note]
     examples = _example_replies(results)
@@ -137,6 +147,13 @@ def table1_markdown(results: dict, command: str, notes: list[str] | None = None)
               f"`table1.json`) and was scored by the tasks' own scorer (`tasks/utils.py`, exact match, one greedy "
               f"attempt); the figure is `table1.png`.", ""]
     return "\n".join(lines)
+
+
+def _same_tier_references(results: dict, reference: str | None) -> str:
+    """'; lora-direct-smollm2-135m's from caef-smollm2-135m', for each baseline compared with the CAEF
+    system on its own tier rather than with `reference`."""
+    pairs = [(name, _reference_caef(results, name)) for name, r in results.items() if r.get("paper_row") != "CAEF"]
+    return "".join(f"; {name}'s from {own}" for name, own in pairs if own not in (None, reference))
 
 
 def _coverage(result: dict) -> str:

@@ -109,6 +109,21 @@ class EndpointStepModel:
         return self._listing
 
     @property
+    def available_adapters(self) -> frozenset[str] | None:
+        """The adapters the server lists (GET /v1/models, by name), or None when it lists none of them."""
+        from caef_bench.models.names import split_adapter_name
+
+        def is_adapter(name: str) -> bool:
+            try:
+                split_adapter_name(name)
+            except ValueError:
+                return False
+            return True
+
+        names = frozenset(name for name in self.models() if is_adapter(name))
+        return names or None
+
+    @property
     def adapter_fingerprints(self) -> dict:
         return {name: entry["caef_fingerprint"] for name, entry in self.models().items()
                 if entry.get("caef_fingerprint") and not name.startswith("caef-")}

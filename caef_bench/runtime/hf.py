@@ -116,6 +116,12 @@ class HFStepModel:
         return tuple(sorted(set(getattr(self.model, "peft_config", None) or ()) | set(self.weights.adapters)))
 
     @property
+    def available_adapters(self) -> frozenset[str] | None:
+        """The adapters this model can switch to; None for a bare base, which answers every call itself."""
+        names = self.adapter_names
+        return frozenset(names) if names else None
+
+    @property
     def fingerprint(self) -> str | None:
         if self._fingerprint is None and self.tier is not None:
             self._fingerprints()
@@ -327,16 +333,20 @@ MERGE_UP_TO_PARAMETERS = 50_000_000
 
 
 def load_step_model(tier: str = "tiny", checkpoints: str | None = None, speculative: bool = True,
-                    device: str = "cpu", merge_adapters: bool | None = None) -> HFStepModel:
+                    device: str = "cpu", merge_adapters: bool | None = None, ops=None) -> HFStepModel:
     """A tier's base as a StepModel whose adapters are attached on first use; `checkpoints` is an
     adapter folder (official layout, with base/ inside for the tiny tier) replacing the tier's default.
     merge_adapters: fold each adapter into a copy of the base (`MergedAdapters`); by default for a
-    base of at most MERGE_UP_TO_PARAMETERS parameters."""
+    base of at most MERGE_UP_TO_PARAMETERS parameters. `ops`: operators about to be solved, whose
+    adapters must all be there (models.limits.check_adapters)."""
     from caef_bench.models.codec import codec_for
-    from caef_bench.models.loading import (adapter_folders, adapter_schemes, anonymous_adapters, load_base,
-                                           tier_with_checkpoints)
+    from caef_bench.models.limits import check_adapters
+    from caef_bench.models.loading import (adapter_folders, adapter_schemes, anonymous_adapters, available_adapters,
+                                           load_base, tier_with_checkpoints)
 
     tier_info = tier_with_checkpoints(tier, checkpoints)
+    if ops:  # before the base loads: an operator the tier cannot run is one line, not a model run
+        check_adapters(tier_info.name, ops, available_adapters(tier_info), tier_info.adapters)
     found = adapter_folders(tier_info)  # before the base: a missing adapter folder fails fast
     model, tokenizer = load_base(tier_info, device)
     schemes = adapter_schemes(tier_info.adapters) if tier_info.adapters is not None else {}

@@ -31,6 +31,7 @@ from caef_bench.machines import ALIGNED_OPS, EXECUTOR_OPS, parse_expression, typ
 from caef_bench.machines.ops import BY_SYMBOL
 from caef_bench.models.limits import check_within_tier
 from caef_bench.models.names import aligner_name, executor_name
+from caef_bench.runtime.backends import check_operators
 
 from .scheduler import Scheduler
 
@@ -160,9 +161,10 @@ def _short(text: str, room: int = 60) -> str:
     return text if len(text) <= room else text[:room // 2 - 1] + "…" + text[-(room // 2 - 1):]
 
 
-def expression_of(prompt: str, tier: str, where: str):
+def expression_of(prompt: str, tier: str, where: str, model=None):
     """The expression a whole-problem prompt asks (as a person types it: "12 + 34" asks 12+34=),
-    checked against the tier's limits."""
+    checked against the tier's limits and, given the step `model`, against the adapters it has (an
+    operator it lacks is a 400 naming them)."""
     try:
         expression = parse_expression(typed_expression(prompt))
     except ValueError as error:
@@ -170,6 +172,8 @@ def expression_of(prompt: str, tier: str, where: str):
     try:
         expression.operation.check(expression.a, expression.b)  # the machines' domain: 3-5=, 1//0=
         check_within_tier(tier, expression)
+        if model is not None:
+            check_operators(model, tier, [expression.op])
     except ValueError as error:
         raise BadRequest(f"{where}: {error}", "prompt") from None
     return expression
@@ -328,7 +332,7 @@ def create_app(model, tier: str, *, tokenizer=None, mode: str = "free", batch_si
         prompts, stops, limit = prompts_of(body), stop_strings(body), max_tokens_of(body)
         scheduler = app.state.scheduler
         if body["model"] == whole:
-            asked = [str(expression_of(prompt, tier, f"prompt {i}" if len(prompts) > 1 else "the prompt"))
+            asked = [str(expression_of(prompt, tier, f"prompt {i}" if len(prompts) > 1 else "the prompt", model))
                      for i, prompt in enumerate(prompts)]
             records = await wait(request, [scheduler.solve(expr) for expr in asked])
             _failed(records)
@@ -348,7 +352,7 @@ def create_app(model, tier: str, *, tokenizer=None, mode: str = "free", batch_si
         if body["model"] != whole:
             raise BadRequest(f"{body['model']} is one step of a machine: send its state text to /v1/completions; "
                              f"chat takes {whole}", "model")
-        expr = str(expression_of(chat_expression(body), tier, "the expression"))
+        expr = str(expression_of(chat_expression(body), tier, "the expression", model))
         record, = await wait(request, [app.state.scheduler.solve(expr)])
         _failed([record])
         content, _ = cut_at_stop(chat_reply(expr, record), stop_strings(body))

@@ -216,6 +216,35 @@ def _completion_tokens(batch: dict) -> int:
     return int((batch["labels"][:, 1:] != IGNORE).sum())
 
 
+# Causal LMs whose forward is `lm_head(decoder(...).last_hidden_state)` and whose loss is the mean
+# cross-entropy of the next token where labels are not IGNORE: completion_loss computes the same
+# loss with the head applied only where it is read.
+PLAIN_HEADS = ("LlamaForCausalLM",)
+
+
+def completion_loss(model, batch: dict):
+    """The batch's loss, mean cross-entropy over its completion tokens, as `model(**batch).loss`
+    computes it, but with the output layer applied only at the positions that loss reads.
+
+    A pretrained tier's output layer is most of a step (SmolLM2: 49,152 x 576, larger than all its
+    LoRA-wrapped layers' products on a ~150-token sample), and its logits at the prompt's positions
+    are computed only to be ignored. The decoder's hidden states are taken at the positions whose
+    next token is a label (each row of a product does not depend on the others, so those logits are
+    the full pass's), then the head and the loss as the model's own (logits in fp32, mean over the
+    labels). Other architectures (a head with scaling or soft-capping) keep the model's own loss."""
+    import torch
+
+    causal_lm = model.get_base_model() if hasattr(model, "get_base_model") else model
+    if type(causal_lm).__name__ not in PLAIN_HEADS:
+        return model(**batch, use_cache=False).loss
+    inputs = {name: tensor for name, tensor in batch.items() if name != "labels"}
+    hidden = causal_lm.model(**inputs, use_cache=False).last_hidden_state
+    targets = batch["labels"][:, 1:]  # position t is scored on token t + 1
+    read = targets != IGNORE
+    logits = causal_lm.lm_head(hidden[:, :-1][read]).float()
+    return torch.nn.functional.cross_entropy(logits, targets[read])
+
+
 def _trainable(model) -> dict:
     return {name: p for name, p in model.named_parameters() if p.requires_grad}
 
@@ -399,9 +428,9 @@ def train(model, make_batch: Callable[[int], dict], run_dir: str | Path, plan: R
             for part, count in zip(parts, counts):
                 part = {name: tensor.to(device, non_blocking=True) for name, tensor in part.items()}
                 with _autocast(device.type, precision):
-                    # use_cache=False: else every layer copies its keys and values into a
-                    # generation cache that training never reads (and autograd runs through the copy).
-                    share = model(**part, use_cache=False).loss * (count / total)
+                    # (use_cache=False inside: else every layer copies its keys and values into a
+                    # generation cache that training never reads, and autograd runs through the copy)
+                    share = completion_loss(model, part) * (count / total)
                 share.backward()
                 loss = loss + share.detach()
             torch.nn.utils.clip_grad_norm_(params, plan.clip)

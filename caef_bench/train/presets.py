@@ -182,11 +182,38 @@ for _op in ("add", "sub", "mul", "div", "gt", "lt", "eq"):
 TINY_BASE_PHASES = (BasePhase(samples=3_678 * 128, lr=1e-3, curriculum_samples=1_471 * 128),
                     BasePhase(samples=2_800 * 128, lr=5e-4))
 
+# The smollm2 preset (below). The paper's 5e-5 is for LLaMA 3.1-8B; a LoRA on a 135M model learns far less a
+# step at that rate. A sweep on this model (benchmarks/smollm2_lr_sweep.py, executor_add, 1-10 digits, batches
+# of 8 fresh samples, so each step's loss is on samples it has not seen; docs/smollm2.md) had, after 15
+# steps, loss 0.92 at 2e-4 and 0.17 at 3e-3 (1e-3: 0.56 after 10, where 3e-3 had 0.28 and 2e-4 1.11).
+SMOLLM2_LR = 3e-3
+SMOLLM2_STAGE1_STEPS, SMOLLM2_STAGE1_BATCH = 10, 4  # executors only (explanations exist for the machines)
+SMOLLM2_STAGE2_STEPS, SMOLLM2_STAGE2_BATCH = 250, 8  # 2,000 samples per adapter: the CPU path's plan
+# Each LoRA-direct adapter gets the samples of its operator's executor (both stages) and aligner together,
+# the paper's "same data budget"; its samples are the short direct prompts, so far fewer tokens.
+SMOLLM2_DIRECT_PLANS = {
+    adapter_name("direct", op): {"samples": SMOLLM2_STAGE1_STEPS * SMOLLM2_STAGE1_BATCH
+                                 + 2 * SMOLLM2_STAGE2_STEPS * SMOLLM2_STAGE2_BATCH}
+    for op in ("add", "sub", "mul", "div", "gt", "lt", "eq")}
+
 PRESETS = {
     # Lai et al.: LoRA r=8, alpha=16 on all linear modules of the decoder, lr 5e-5,
     # stage 1 (explanation + example) batch 8, stage 2 (bare) batch 16.
     "llama": Preset("llama", lora_r=8, lora_alpha=16, lr=5e-5, stage1_batch=8, stage2_batch=16,
                     stage1_steps=500, stage2_steps=2000),
+    # SmolLM2-135M-Instruct (`--base smollm2-135m`): the paper's recipe on a real pretrained LLM, its
+    # own BPE tokenizer and ordinary positions: LoRA r=8, alpha=16 on every linear layer, stage 1
+    # (explanation + worked example) then stage 2 (bare transitions). Sized for the CPU path, operands
+    # of 1-10 digits (benchmarks/accelerator/smollm2_training.py runs it at 1-100 digits with its own
+    # budgets): stage 1 is short, its prompts are ~700 tokens of explanation, five times a 10-digit
+    # transition; stage 2 gets the samples. lr: SMOLLM2_LR (why: its comment).
+    # Equal-length operands and, for gt, equal and one-digit-apart pairs get extra weight, as on the
+    # tiny tier: every test cell has operands of one length, and gt decides at the first digits that differ.
+    "smollm2": Preset("smollm2", lora_r=8, lora_alpha=16, lr=SMOLLM2_LR, stage1_batch=SMOLLM2_STAGE1_BATCH,
+                      stage2_batch=SMOLLM2_STAGE2_BATCH,
+                      stage1_steps=SMOLLM2_STAGE1_STEPS, stage2_steps=SMOLLM2_STAGE2_STEPS, max_len=10,
+                      decay="cosine", equal_share=0.3, same_share=0.2, near_share=0.3,
+                      adapter_plans=SMOLLM2_DIRECT_PLANS),
     # The tiny tier: pre-train the whole small base on all machines and aligners
     # (with coupled positions), then give each machine its LoRA adapter, with the budget
     # and settings its shipped adapter had in all (TINY_ADAPTER_PLANS).

@@ -141,7 +141,7 @@ def _source(request: TrainRequest, kind: str, op: str, stage: int):
     if stage == 1 and kind != "executor":
         return None  # explanations exist for the machines only
     if kind == "direct" and recipe.direct_draw != "classes":
-        return DirectSource(op, recipe.direct_draw, request.seed + stage)
+        return DirectSource(op, recipe.direct_draw, request.seed + stage, recipe.max_len)  # the CAEF adapters' lengths
     return MachineSource([(kind, op)], recipe.max_len, request.seed + stage, stage=stage, mix=recipe.mix)
 
 
@@ -165,6 +165,14 @@ def _copy_loss_curves(run_dir: Path, folder: Path, prefix: str) -> None:
     for name in ("loss.jsonl", "loss.png"):
         if (run_dir / name).exists():
             shutil.copy(run_dir / name, folder / f"{prefix}{name}")
+
+
+def base_folder(base: str | None) -> str | None:
+    """A --base as a folder: a tier's name (smollm2-135m) is its base's folder (SmolLM2 converted from
+    its package on first use), anything else is a folder already."""
+    from caef_bench.models.loading import TIERS, get_tier
+
+    return str(get_tier(base, adapters=None).base) if base in TIERS else base
 
 
 def _base(request: TrainRequest, command: str):
@@ -454,11 +462,19 @@ def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, comma
     peft_model, initialised_from = _new_adapter(model, request, recipe, kind, op)
     stages, fingerprints = _train_stages(peft_model, codec, request, recipe, kind, op, folder)
     peft_model.eval()
-    checked = request.one_step_check is not None and kind != "direct"
-    accuracy = request.one_step_check(peft_model, codec, kind, op) if checked else None
+    complete = all(stage["complete"] for stage in stages.values())
+    # (an adapter cut short by a time budget is measured when a later call finishes it: a one-step check at
+    # the end of every chunk of a long CPU run would cost minutes a chunk and measure weights still moving)
+    checked = request.one_step_check is not None and kind != "direct" and complete
+    # (on the test cells of operands it was trained for: a CPU-sized adapter of 1-10 digits on 100-digit steps
+    # measures nothing it was asked to learn, at minutes a step)
+    accuracy = request.one_step_check(peft_model, codec, kind, op, max_len=recipe.max_len) if checked else None
     manifest = {"adapter": adapter_name(kind, op), "command": command, "seed": request.seed, "data": fingerprints,
                 "stages": stages, "wall_time_s": round(sum(s["wall_time_s"] for s in stages.values()), 1),
                 "device": describe_device(next(model.parameters()).device), "one_step_accuracy": accuracy,
+                "samples": sum(stage["steps"] * stage["batch"] for stage in stages.values()),
+                "tokens": sum(stage["tokens"] for stage in stages.values()),
+                "base": request.base or str(request.out / "base"),
                 "preset": _recorded(recipe),
                 "position_scheme": codec.scheme}  # the ids it was trained with: loading runs it with the same
     manifest.update(flags)  # loading runs it with the gate on, as trained (models.anonymous_cells)
@@ -477,8 +493,9 @@ def run_training(request: TrainRequest) -> dict:
     started = time.perf_counter()
     if request.stop_after_s is not None:
         request = replace(request, deadline=time.monotonic() + request.stop_after_s)
+    request = replace(request, base=base_folder(request.base))
     model, codec = _base(request, command)
-    manifests, stopped = {}, None
+    manifests, stopped, cut = {}, None, []
     if request.base is None and not _finished(request.out / "base"):
         # Adapters trained on a base that is still to change would be skipped, as finished, later.
         stopped = "the base's pre-training was cut short"
@@ -494,7 +511,13 @@ def run_training(request: TrainRequest) -> dict:
         if request.deadline is not None and time.monotonic() >= request.deadline:
             stopped = f"--stop-after ran out before {kind}_{op}"
             break
-        manifests[adapter_name(kind, op)] = train_adapter(model, codec, request, kind, op, command)
+        manifests[adapter_name(kind, op)] = manifest = train_adapter(model, codec, request, kind, op, command)
+        if not all(stage["complete"] for stage in manifest["stages"].values()):
+            cut.append(adapter_name(kind, op))  # (its checkpoint is saved: the same command goes on)
+            if request.deadline is not None and time.monotonic() >= request.deadline:
+                break
+    if cut and not stopped:  # said, so that a cut-short run is never taken for a finished one
+        stopped = f"the time ran out during {', '.join(cut)}"
     return {"seconds": round(time.perf_counter() - started, 1), "adapters": manifests, "stopped": stopped}
 
 

@@ -203,13 +203,15 @@ class DirectSource:
     """LoRA-direct samples drawn as the test protocol draws its problems (data.direct.DirectDraw),
     the committed test sets' problems held out; batch k is a pure function of (seed, k)."""
 
-    def __init__(self, op: str, draw: str, seed: int):
-        from caef_bench.data.direct import DirectDraw
+    def __init__(self, op: str, draw: str, seed: int, max_len: int = 100):
+        from caef_bench.data.direct import MAX_DIGITS, DirectDraw
         from caef_bench.data.testsets import test_expressions
 
-        self.op, self.draw, self.seed = op, DirectDraw(draw), seed
+        self.op, self.draw, self.seed = op, DirectDraw(draw, min(max_len, MAX_DIGITS)), seed
         self.excluded = test_expressions()
         self.fingerprint = f"direct:{op}:{draw}:held_out_test_sets"
+        if max_len < MAX_DIGITS:  # (the full range's fingerprint stays as it was)
+            self.fingerprint += f":max_len={max_len}"
 
     def batch(self, step: int, size: int) -> list[dict]:
         rng = named_rng(self.seed, f"batch/{step}")

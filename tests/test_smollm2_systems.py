@@ -1,0 +1,94 @@
+"""The SmolLM2 systems of Table 1 (baselines/caef-smollm2-135m.yaml, lora-direct-smollm2-135m.yaml): a system
+runs on the cells it was trained for and the table says why not the others, a tier's system without its
+adapters is skipped with the command that trains them, and a LoRA-direct row is compared with the CAEF
+row on its own base."""
+
+from __future__ import annotations
+
+import re
+
+from caef_bench.evaluate import table1 as table1_runs
+from caef_bench.evaluate.systems import load_systems
+from caef_bench.models import loading, smollm2
+from caef_bench.report.table1 import table1_frame, table1_markdown
+
+TRAINED = ["add_5", "add_10", "gt_5", "gt_10"]
+
+
+def test_both_systems_load_on_smollm2_and_run_on_their_trained_cells_by_default():
+    from caef_bench.data.testsets import table1_cells
+
+    systems = load_systems()
+    caef, direct = systems["caef-smollm2-135m"], systems["lora-direct-smollm2-135m"]
+    assert (caef.model, caef.paper_row, caef.model_args["tier"]) == ("caef", "CAEF", "smollm2-135m")
+    assert (direct.model, direct.paper_row, direct.tasks) == ("caef-direct", "LLaMA 3.1 (L)", "caef_table1_direct")
+    assert caef.own_cells(table1_cells()) == direct.own_cells(table1_cells()) == TRAINED
+    assert "1-10 digits" in caef.cells_why and caef.limit >= 100
+    assert systems["caef-tiny"].own_cells(["add_5", "mul_1_10"]) == ["add_5", "mul_1_10"]  # no `cells`: all
+
+
+def _tier_without_adapters(tmp_path, monkeypatch):
+    monkeypatch.setattr(smollm2, "find_gguf", lambda: tmp_path / "model.gguf")  # "installed"
+    monkeypatch.setattr(smollm2, "converted_dir", lambda convert=True: tmp_path / "base")
+    monkeypatch.setattr(loading, "SMOLLM2_CHECKPOINTS", tmp_path / "checkpoints")
+
+
+def test_without_its_adapters_a_system_is_skipped_with_the_command_that_trains_them(tmp_path, monkeypatch):
+    _tier_without_adapters(tmp_path, monkeypatch)
+    systems = load_systems()
+    reason = systems["caef-smollm2-135m"].unavailable()
+    assert "has no aligner_add, executor_add, aligner_gt, executor_gt" in reason
+    assert "caef-bench train --preset smollm2 --base smollm2-135m" in reason and "--executors add,gt" in reason
+    reason = systems["lora-direct-smollm2-135m"].unavailable()
+    assert reason.startswith("the smollm2-135m tier has no direct_add, direct_gt: train them with `caef-bench train "
+                             "--preset smollm2 --base smollm2-135m") and reason.endswith("--direct add,gt`")
+    results = table1_runs.run_table1([systems["caef-smollm2-135m"]], ["add_5"], work=tmp_path / "work",
+                                     progress=lambda line: None)
+    assert results["caef-smollm2-135m"]["skipped"] == systems["caef-smollm2-135m"].unavailable()
+
+
+def test_a_run_asks_each_system_its_own_cells_and_records_why_not_the_rest(tmp_path, monkeypatch):
+    systems = load_systems()
+    asked = {}
+    monkeypatch.setattr(table1_runs, "run_system", lambda system, cells, limit, work, progress: asked.update(
+        {system.name: cells}) or {"cells": {}, "limit": limit})
+    monkeypatch.setattr(type(systems["caef-tiny"]), "unavailable", lambda self: None)
+    chosen = [systems[name] for name in ("caef-tiny", "caef-smollm2-135m", "lora-direct-smollm2-135m")]
+    every = ["add_5", "add_10", "add_100", "gt_5", "gt_10", "mul_1_10"]
+    results = table1_runs.run_table1(chosen, every, work=tmp_path, progress=lambda line: None)
+    assert asked == {"caef-tiny": every, "caef-smollm2-135m": TRAINED, "lora-direct-smollm2-135m": TRAINED}
+    assert "cells_why" not in results["caef-tiny"] and results["caef-smollm2-135m"]["tier"] == "smollm2-135m"
+    assert results["lora-direct-smollm2-135m"]["cells_why"] == systems["lora-direct-smollm2-135m"].cells_why
+    # --cells-of picks the cells itself (a cell past the trained lengths): no note then
+    asked.clear()
+    results = table1_runs.run_table1(chosen[1:2], ["add_50"], work=tmp_path, progress=lambda line: None,
+                                     cells_of={"caef-smollm2-135m": ["add_50"]})
+    assert asked == {"caef-smollm2-135m": ["add_50"]} and "cells_why" not in results["caef-smollm2-135m"]
+    # none of a run's cells is one it runs: skipped, saying which it runs
+    results = table1_runs.run_table1(chosen[1:2], ["mul_1_10"], work=tmp_path, progress=lambda line: None)
+    assert results["caef-smollm2-135m"]["skipped"].startswith("runs on add_5,add_10,gt_5,gt_10 only")
+
+
+def _cell(accuracy: float, n: int = 100) -> dict:
+    return {"n": n, "correct": int(n * accuracy), "accuracy": accuracy, "ci_low": 0.0, "ci_high": 1.0, "examples": []}
+
+
+def test_a_lora_direct_row_is_compared_with_the_caef_row_on_its_own_base():
+    results = {
+        "caef-smollm2-135m": {"paper_row": "CAEF", "tier": "smollm2-135m", "cells": {"add_5": _cell(0.9)},
+                              "cells_asked": 22, "cells_why": "trained on add only"},
+        "caef-tiny": {"paper_row": "CAEF", "tier": "tiny", "cells": {"add_5": _cell(1.0), "add_10": _cell(1.0)}},
+        "lora-direct-smollm2-135m": {"paper_row": "LLaMA 3.1 (L)", "tier": "smollm2-135m", "cells": {"add_5": _cell(0.3)}},
+        "lora-direct-tiny": {"paper_row": "LLaMA 3.1 (L)", "tier": "tiny", "cells": {"add_5": _cell(0.5)}},
+        "smollm2-135m-instruct": {"paper_row": "LLaMA 3.1 (I)", "cells": {"add_5": _cell(0.2)}},
+    }
+    addition = table1_frame(results)
+    addition = addition[addition["operator"] == "Addition"].set_index("system")
+    assert addition.loc["lora-direct-smollm2-135m (ours)", "5"].endswith("(-60.0)")  # from caef-smollm2-135m's 90
+    assert addition.loc["lora-direct-tiny (ours)", "5"].endswith("(-50.0)")  # from caef-tiny's 100
+    assert addition.loc["smollm2-135m-instruct (ours)", "5"].endswith("(-80.0)")  # no tier: the widest CAEF row
+    assert not re.search(r"\(N=100\) \(", addition.loc["caef-smollm2-135m (ours)", "5"])  # a CAEF row: no difference
+    text = table1_markdown(results, "cmd")
+    assert "difference from our CAEF (caef-tiny; lora-direct-smollm2-135m's from caef-smollm2-135m)" in text
+    assert "`caef-smollm2-135m` ran on add_5 only (– elsewhere): trained on add only" in text
+    assert "Cells marked – for" not in text  # the long-cells note is for a CAEF row cut for time, not this one

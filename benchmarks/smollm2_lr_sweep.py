@@ -33,7 +33,7 @@ from caef_bench.models.names import split_adapter_name
 from caef_bench.train.batches import collate
 from caef_bench.train.loop import RunOptions, RunPlan, completion_loss, cpu_model, train
 from caef_bench.report.tables import write_benchmark
-from caef_bench.train.presets import PRESETS, SHARES
+from caef_bench.train.presets import PRESETS
 from caef_bench.train.sources import MachineSource
 
 
@@ -81,9 +81,8 @@ def main() -> None:
     codec = HFCodec(AutoTokenizer.from_pretrained(base))
     kind, op = split_adapter_name(args.adapter)
     preset = PRESETS["smollm2"].for_adapter(kind, op)
-    shares = {name: getattr(preset, name) for name in SHARES}
-    source = MachineSource([(kind, op)], preset.max_len, seed=2, **shares)  # (training uses seed + stage)
-    held_out = MachineSource([(kind, op)], preset.max_len, seed=10_007, **shares).batch(0, args.held_out)
+    source = MachineSource([(kind, op)], preset.max_len, seed=2, mix=preset.mix)  # (training uses seed + stage)
+    held_out = MachineSource([(kind, op)], preset.max_len, seed=10_007, mix=preset.mix).batch(0, args.held_out)
     model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
     for p in model.parameters():
         p.requires_grad_(False)

@@ -73,12 +73,11 @@ def adapters_for(ops: list[str]) -> list[tuple[str, str]]:
 
 def mean_tokens(codec, kind: str, op: str, max_len: int, stage: int = 2, draws: int = 48) -> float:
     """Mean tokens of a sample of one adapter's stage (prompt and completion), over `draws` draws."""
-    from caef_bench.train.presets import PRESETS, SHARES
+    from caef_bench.train.presets import PRESETS
     from caef_bench.train.sources import MachineSource
 
     preset = PRESETS["smollm2"].for_adapter(kind, op)
-    source = MachineSource([(kind, op)], max_len, seed=99, stage=stage,
-                           **{name: getattr(preset, name) for name in SHARES})
+    source = MachineSource([(kind, op)], max_len, seed=99, stage=stage, mix=preset.mix)
     samples = source.batch(0, draws)
     return sum(len(codec.prompt_ids(s["prompt"])) + len(codec.completion_ids(s["completion"])) for s in samples) / draws
 

@@ -18,10 +18,7 @@ import shlex
 import sys
 from pathlib import Path
 
-
-def percent(correct: int, n: int) -> str:
-    return f"{100 * correct / n:.1f}%"
-
+from caef_bench.report.tables import percent
 
 FILES = ("direct_capacity.md", "direct_capacity.json", "direct_capacity.png")
 HOW_MADE = "### How this was made"

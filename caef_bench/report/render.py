@@ -25,12 +25,14 @@ def _kind(document: dict) -> str:
         return "failure_analysis"
     if "points" in document and "evaluation" in document:
         return "lora_direct_curve"
+    if "arms" in document and "cell" in document:
+        return "direct_capacity"
     if "per_cell" in document and "results" in document:
         return "onestep"
     if "results" in document and "limit" in document and "tier" in document:
         return "suite"
     raise ValueError("not a results document caef-bench writes (table1, table1_caef, table2, onestep, "
-                     "failure_analysis or lora_direct_curve JSON)")
+                     "failure_analysis, lora_direct_curve or direct_capacity JSON)")
 
 
 def render_markdown(document: dict) -> tuple[str, str]:
@@ -48,6 +50,10 @@ def render_markdown(document: dict) -> tuple[str, str]:
         from caef_bench.report.direct_curve import FILES, curve_markdown
 
         return FILES[0], curve_markdown(document)
+    if kind == "direct_capacity":
+        from caef_bench.report.direct_capacity import FILES, capacity_markdown
+
+        return FILES[0], capacity_markdown(document)
     if kind == "onestep":
         from caef_bench.evaluate.onestep import RESULTS_MARKDOWN, results_header
         from caef_bench.report.tables import onestep_markdown

@@ -212,7 +212,7 @@ PRESETS = {
     "smollm2": Preset("smollm2", lora_r=8, lora_alpha=16, lr=SMOLLM2_LR, stage1_batch=SMOLLM2_STAGE1_BATCH,
                       stage2_batch=SMOLLM2_STAGE2_BATCH,
                       stage1_steps=SMOLLM2_STAGE1_STEPS, stage2_steps=SMOLLM2_STAGE2_STEPS, max_len=10,
-                      decay="cosine", equal_share=0.3, same_share=0.2, near_share=0.3,
+                      decay="cosine", mix={"same": 0.2, "near": 0.3, "equal": 0.3},
                       adapter_plans=SMOLLM2_DIRECT_PLANS),
     # The tiny tier: pre-train the whole small base on all machines and aligners
     # (with coupled positions), then give each machine its LoRA adapter, with the budget

@@ -1,5 +1,5 @@
 """The package's stages import down the data's journey only: machines -> data -> models ->
-train / runtime -> evaluate / serve -> report -> cli. A module that imports a later stage (at the top or
+train / runtime -> evaluate / serve -> report -> cli (and its commands). A module that imports a later stage (at the top or
 inside a function) makes the earlier stage depend on everything after it."""
 
 import ast
@@ -11,7 +11,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "caef_bench"
 # Stage of each subpackage or top-level module; the same number: siblings, which may not import
 # each other (training and the runtime share models, not each other).
 STAGES = {"paths": 0, "machines": 0, "data": 1, "models": 2, "train": 3, "runtime": 3, "evaluate": 4, "serve": 4,
-          "report": 5, "cli": 6, "__main__": 6}
+          "report": 5, "cli": 6, "commands": 6, "__main__": 6}
 
 
 def _stage_name(module: str) -> str | None:

@@ -79,14 +79,13 @@ def test_results_on_earlier_weights_are_marked_historical(path):
 
 @pytest.mark.parametrize("path", CURRENT, ids=lambda p: p.name)
 def test_each_report_is_what_its_json_renders(path):
-    from caef_bench.report import render
+    from caef_bench.report.render import render_markdown
 
     report = path.with_suffix(".md")
     assert report.is_file(), f"{path.name} has no report beside it"
-    assert report.read_text() == render(path), (
+    assert report.read_text() == render_markdown(json.loads(path.read_text()))[1], (
         f"{report.name} is not what {path.name} renders: regenerate it from the JSON "
-        f"(python -c \"from caef_bench.report import render; print(render('{path.relative_to(REPO)}'), end='')\" "
-        f"> {report.relative_to(REPO)}), or rerun the command in its header")
+        f"(python -m caef_bench.report.render {path.relative_to(REPO)}), or rerun the command in its header")
 
 
 # --------------------------------------------------------------------------- the README's figures

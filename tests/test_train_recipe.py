@@ -33,8 +33,8 @@ def test_tiny_recipe_writes_the_official_layout_with_manifests(tmp_path):
         assert {"command", "seed", "data", "stages", "wall_time_s", "device", "one_step_accuracy"} <= set(manifest)
     executor = json.loads((tmp_path / "executors/add/manifest.json").read_text())
     assert set(executor["stages"]) == {"stage1", "stage2"}
-    assert set(executor["one_step_accuracy"]) == ({f"{family}_{n}" for family in ("add", "sub9")
-                                                   for n in (5, 10, 50, 100)} | {"subwide_50", "subwide_100"})
+    # the one-step check measures the cells within the lengths it trained on (max_len 6: the 5-digit ones)
+    assert set(executor["one_step_accuracy"]) == {"add_5", "sub9_5"}
     assert (tmp_path / "executors/add/stage2_loss.png").exists()
     base = json.loads((tmp_path / "base/manifest.json").read_text())
     assert base["steps"] == 6 and "mixture" in base["what"]

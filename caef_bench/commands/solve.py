@@ -22,13 +22,13 @@ def register(commands) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from caef_bench.evaluate.suites import solve_expression
-    from caef_bench.machines import parse_expression
+    from caef_bench.machines import parse_expression, typed_expression
     from caef_bench.models.limits import check_supported
 
     from .common import step_model
 
     check_supported(args.model, args.expr)  # bad input, or operands the tier was not built for, fail here
-    model = step_model(args, ops=[parse_expression(args.expr).op])  # and an operator it has no adapters for
+    model = step_model(args, ops=[parse_expression(typed_expression(args.expr)).op])  # and an operator it has no adapters for
     record, correct = solve_expression(model, args.expr)
     if args.trace:
         for i, step in enumerate(record.steps, 1):

@@ -23,6 +23,7 @@ def _accelerator_script(name):
 
 TRAINING_ROUND = _accelerator_script("training_round")
 FULL_EVALUATION = _accelerator_script("full_evaluation")
+DIRECT_ADAPTERS = _accelerator_script("direct_adapters")
 
 
 def _stream_arguments(settings):
@@ -135,3 +136,13 @@ def test_full_evaluation_solves_only_the_cells_asked_for():
     assert len(FULL_EVALUATION.chosen_cells("repeated", "*")) == 102
     assert FULL_EVALUATION.chosen_cells("table1", "*_100") == \
         [c for c in FULL_EVALUATION.part_cells("table1") if c.endswith("_100")]
+
+
+@pytest.mark.parametrize("extra", [[], ["--adapter", "full", "--lr", "5e-4"]])
+def test_the_direct_call_runs_commands_the_cli_takes_for_every_operator(extra):
+    # (sys.executable -m caef_bench ...): what follows the module is the CLI's argv
+    for op in DIRECT_ADAPTERS.OPS.split(","):
+        args = build_parser().parse_args(DIRECT_ADAPTERS.stream_command(op, Path("run"), "cuda", 6, False, extra)[3:])
+        assert (args.ops, args.device, args.stop_after) == (op, "cuda", 360.0)
+    args = build_parser().parse_args(DIRECT_ADAPTERS.eval_command(Path("run"), "cuda", 100)[3:])
+    assert (args.curve, args.per_cell) == (str(Path("run") / "curve"), 100)

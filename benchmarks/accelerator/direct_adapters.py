@@ -36,17 +36,26 @@ def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "caef_bench", *args]
 
 
+def stream_command(op: str, run: Path, device: str, minutes: float, smoke: bool, extra: list[str]) -> list[str]:
+    """The train-curve command of one operator's stream."""
+    size = ["--stage2-steps", "4", "--batch", "4"] if smoke else []
+    workers = "0" if device == "cpu" else "2"  # the machines' Python builds batches; the GPU waits otherwise
+    return _cli("train-curve", "--ops", op, "--fractions", FRACTIONS, "--out", str(run / "curve"),
+                "--device", device, "--workers", workers, "--stop-after", str(minutes * 60), "--quiet", *size, *extra)
+
+
+def eval_command(run: Path, device: str, per_cell: int) -> list[str]:
+    return _cli("eval-curve", "--curve", str(run / "curve"), "--out", str(run / "evaluation.json"),
+                "--per-cell", str(per_cell), "--device", device)
+
+
 def train_streams(run: Path, ops: list[str], device: str, minutes: float, smoke: bool, extra: list[str]) -> list[dict]:
     """One train-curve process per operator, all at once; returns each one's exit code and log."""
     logs = run / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    size = ["--stage2-steps", "4", "--batch", "4"] if smoke else []
-    workers = "0" if device == "cpu" else "2"  # the machines' Python builds batches; the GPU waits otherwise
     processes = []
     for op in ops:
-        command = _cli("train-curve", "--ops", op, "--fractions", FRACTIONS, "--out", str(run / "curve"),
-                       "--device", device, "--workers", workers, "--stop-after", str(minutes * 60), "--quiet",
-                       *size, *extra)
+        command = stream_command(op, run, device, minutes, smoke, extra)
         log = (logs / f"train_{op}.log").open("w")
         processes.append({"op": op, "command": command, "log": log, "process": subprocess.Popen(
             command, stdout=log, stderr=subprocess.STDOUT)})
@@ -71,8 +80,7 @@ def reached(run: Path, ops: list[str]) -> dict:
 
 
 def evaluate(run: Path, device: str, minutes: float, per_cell: int) -> int:
-    command = _cli("eval-curve", "--curve", str(run / "curve"), "--out", str(run / "evaluation.json"),
-                   "--per-cell", str(per_cell), "--device", device)
+    command = eval_command(run, device, per_cell)
     with (run / "logs" / "eval.log").open("w") as log:
         try:
             return subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, timeout=minutes * 60).returncode

@@ -6,23 +6,22 @@
 # where the last one stopped; rerunning this script goes on too. After each chunk the one-step exact match
 # of the latest weights (finished or mid-run) on held-out steps is appended to OUT/progress.log.
 #
-#   benchmarks/smollm2_cpu_training.sh [OUT] [CHUNK_SECONDS]      (default work/smollm2_cpu 600)
+#   benchmarks/smollm2_cpu_training.sh [OUT] [CHUNK_SECONDS]      (default work/smollm2_cpu 1200)
 #
-# Chunks are short because a SmolLM2 training process's resident memory grows by ~50 MB a step on this
-# CPU (measured: 22 GB after ~80 steps, when the OOM killer ended it; malloc_trim, which the loop calls at
-# each 200-step checkpoint, returns none of it under jemalloc): a chunk of 600 s is ~50 steps, and each
-# new chunk starts from the checkpoint its predecessor saved when it stopped.
+# Memory: under jemalloc (the default `caef-bench train` re-executes with) a SmolLM2 training process grew
+# by 50-200 MB a step here, to 22 GB, where the OOM killer ended it; under the system allocator with the
+# loop's malloc_trim every logged step it stayed at ~3 GB over the same steps (same losses). Hence
+# CAEF_BENCH_ALLOCATOR=system below. Chunks still end with a checkpoint, so a killed one loses little.
 #
 # One torch thread, nice 5 (the machine is shared), micro-batches of at most 1,024 padded tokens (the same
-# gradient, less memory), and the OOM killer told to pick this process first: a chunk it ends loses only
-# its own steps.
+# gradient, less memory), and the OOM killer told to pick this process first.
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-out=${1:-work/smollm2_cpu}; chunk=${2:-600}
+out=${1:-work/smollm2_cpu}; chunk=${2:-1200}
 cli=${CAEF_BENCH_CLI:-.venv/bin/caef-bench}
 python=${PYTHON:-.venv/bin/python}
 mkdir -p "$out"
-export OMP_NUM_THREADS=1 MALLOC_ARENA_MAX=2
+export OMP_NUM_THREADS=1 MALLOC_ARENA_MAX=2 CAEF_BENCH_ALLOCATOR=system
 train() {  # train ADAPTERS ARGS...: chunks of `caef-bench train ARGS` until one ends unstopped; after each,
     local adapters=$1  # the one-step progress of ADAPTERS (comma-separated; '' for none)
     shift

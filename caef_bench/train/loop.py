@@ -448,6 +448,7 @@ def train(model, make_batch: Callable[[int], dict], run_dir: str | Path, plan: R
                                           "seconds": round(state["seconds"], 1)}) + "\n")
                 bar.set_postfix(loss=f"{state['loss']:.4f}")
                 window = []
+                return_freed_memory()  # every log step, not only at checkpoints: see return_freed_memory
             if state["step"] % options.checkpoint_every == 0:
                 note_time()
                 _save_checkpoint(checkpoint, model, optimizer, state)

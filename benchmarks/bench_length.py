@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import platform
 import re
 import shlex
@@ -29,15 +30,15 @@ import torch
 from caef_bench.data.testsets import length_records
 from caef_bench.evaluate.scoring import is_correct
 from caef_bench.evaluate.suites import as_problems
-from caef_bench.machines import parse_expression, run
 from caef_bench.models.limits import TIER_LIMITS
 from caef_bench.runtime import solve_batch
+from caef_bench.runtime.engine import reference_steps
 from caef_bench.runtime.hf import DecodeStats, load_step_model
 from written_report import recorded, replace_section, section
 
 HEADING = "# Length benchmark: what operand length costs a CAEF run"
 MACHINE_LENGTHS = (5, 10, 20, 50, 100, 200, 500, 1000)
-LINE = re.compile(r"^\s*(\w+)\s+(\d+) digits: .*?([\d.]+) s a problem, ([\d.]+) passes per executor step")
+LINE = re.compile(r"^\s*(\w+)\s+(\d+) digits: .*?([\d.]+) s a problem,\s+([\d.]+) passes per executor step")
 
 
 def main() -> None:
@@ -62,7 +63,8 @@ def main() -> None:
         parser.error(f"lengths past the {args.model} tier's {limit} digits need --beyond-tier-limits")
     model = load_step_model(args.model, args.checkpoints, speculative=True, ops=[args.op])
     lines = [f"{args.op}, {args.n} problems a length, one at a time, model {args.model} {args.checkpoints or ''}"
-             f"(weights {model.fingerprint}), {platform.machine()}, {torch.get_num_threads()} torch threads"]
+             f"(weights {model.fingerprint}), {platform.machine()}, {torch.get_num_threads()} torch threads, "
+             f"load average {os.getloadavg()[0]:.1f} at the start"]
     for digits in lengths:
         problems = as_problems(length_records(args.op, digits, args.n))
         seconds, calls, right, steps, passes = 0.0, 0, 0, 0, 0
@@ -85,11 +87,10 @@ def main() -> None:
     for digits in MACHINE_LENGTHS:
         records = length_records(args.op, digits, args.n)
         start = time.perf_counter()
-        for row in records:
-            expression = parse_expression(row["expr"])
-            run(expression.op, expression.a, expression.b)
+        calls = sum(1 for row in records for _ in reference_steps(row["expr"]))  # every text a run reads and writes
         lines.append(f"machine {digits:>4} digits: {(time.perf_counter() - start) / len(records) * 1000:8.2f} ms a problem "
-                     f"(stdlib, no model)")
+                     f"(stdlib, no model; {calls / len(records):.0f} steps, every text rendered)")
+    lines.append(f"load average {os.getloadavg()[0]:.1f} at the end")
     print("\n".join(lines))
     if args.out:
         command = "python " + " ".join(shlex.quote(a) for a in sys.argv)
@@ -111,9 +112,13 @@ def finding(lines: list[str]) -> str:
         return "Too few lengths measured to say how cost grows."
     (n1, t1, _, _), (n2, t2, p2, op) = points[-2], points[-1]
     exponent = math.log(t2 / t1) / math.log(n2 / n1)
+    machine = {int(m[1]): float(m[2]) for m in (re.match(r"^machine\s+(\d+) digits:\s+([\d.]+) ms", line) for line in lines) if m}
+    longest = max(machine) if machine else None
     return (f"A {n2}-digit {op} takes {t2:.1f} s on this CPU, {t2 / t1:.1f}x a {n1}-digit one: time grows as "
             f"length^{exponent:.1f} there, at {p2:.2f} forward passes per executor step; at that rate a 1,000-digit "
-            f"{op} would take about {t2 * (1000 / n2) ** exponent / 60:.0f} minutes (an extrapolation, not a measurement).")
+            f"{op} would take about {t2 * (1000 / n2) ** exponent / 60:.0f} minutes (an extrapolation, not a measurement)"
+            + (f"; the exact machine renders every text of a {longest:,}-digit one in {machine[longest]:.0f} ms."
+               if longest else "."))
 
 
 if __name__ == "__main__":

@@ -130,12 +130,11 @@ def test_tasks_score_through_the_shared_scoring(loaded, cell):
 
 def test_lm_eval_cli_end_to_end(answering_model_dir, tmp_path):  # noqa: F811
     """The CLI sends each committed expression, reads the model's reply and scores it: a model that answers
-    "True" to everything gets every 100-digit sum wrong and lt_5's (and gt_1000's) first five right where the
-    answer is True."""
+    "True" to everything gets every 100-digit sum wrong and lt_5's first five right where the answer is True."""
     output_dir = tmp_path / "results"
     lm_eval = Path(sys.executable).with_name("lm_eval")
     command = [
-        str(lm_eval), "--include_path", str(TASKS_DIR), "--tasks", "caef_add_100,caef_lt_5,caef_gt_1000",
+        str(lm_eval), "--include_path", str(TASKS_DIR), "--tasks", "caef_add_100,caef_lt_5",
         "--model", "hf", "--model_args", f"pretrained={answering_model_dir}",
         "--device", "cpu", "--limit", "5", "--output_path", str(output_dir), "--log_samples",
     ]  # fmt: skip
@@ -146,9 +145,7 @@ def test_lm_eval_cli_end_to_end(answering_model_dir, tmp_path):  # noqa: F811
     assert [p["answer"] for p in load_cell("lt_5")[:5]] == ["False", "True", "False", "True", "True"]
     assert results["results"]["caef_lt_5"]["exact_match,none"] == pytest.approx(3 / 5)
     assert results["results"]["caef_add_100"]["exact_match,none"] == 0.0
-    true_share = sum(p["answer"] == "True" for p in load_cell("gt_1000")[:5]) / 5
-    assert results["results"]["caef_gt_1000"]["exact_match,none"] == pytest.approx(true_share)
-    for cell in ("add_100", "lt_5", "gt_1000"):
+    for cell in ("add_100", "lt_5"):
         assert results["n-samples"][f"caef_{cell}"]["effective"] == 5
         [samples_file] = output_dir.rglob(f"samples_caef_{cell}_*.jsonl")
         samples = sorted((json.loads(line) for line in samples_file.read_text().splitlines()), key=lambda s: s["doc_id"])

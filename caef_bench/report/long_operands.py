@@ -34,43 +34,39 @@ def _points(document: dict, op: str) -> list[tuple[int, dict, str]]:
     return sorted(within + beyond, key=lambda point: point[0])
 
 
-def last_at_least(points, rate: float = 0.99) -> int | None:
-    """The longest length up to which every measured point is at least `rate` (None if the first is not)."""
-    longest = None
-    for digits, stats, _ in points:
-        if stats["accuracy"] < rate:
-            break
-        longest = digits
-    return longest
-
-
 def first_zero(points) -> int | None:
     return next((digits for digits, stats, _ in points if stats["correct"] == 0), None)
 
 
+def first_wrong(points) -> int | None:
+    return next((digits for digits, stats, _ in points if stats["correct"] < stats["n"]), None)
+
+
 def finding(document: dict) -> str:
     """The opening sentences, from the numbers."""
-    parts = []
+    stride, limit = document["field_stride"], document["limit_digits"]
+    parts, wrong_from, zero_from = [], {}, {}
     for op in document.get("beyond", {}):
         points = _points(document, op)
-        held, zero = last_at_least(points), first_zero(points)
+        wrong_from[op], zero_from[op] = first_wrong(points), first_zero(points)
         probes = [(n, s) for n, s, source in points if source == "probe"]
-        shown = ", ".join(f"{s['correct']}/{s['n']} at {n}" for n, s in probes)
-        parts.append(f"{op}: >= 99% up to {held if held is not None else '-'} digits, {shown}"
-                     + (f" (none right from {zero} digits)" if zero else ""))
+        parts.append(f"{op} " + ", ".join(f"{s['correct']}/{s['n']} at {n}" for n, s in probes))
+    lows = [s["ci_low"] for op in document.get("beyond", {}) for s in document["beyond"][op].values()
+            if s["correct"] == s["n"]]
+    falls = "; ".join(f"{op} has wrong answers from {wrong_from[op]} digits" + (
+        f" and none right from {zero_from[op]}" if zero_from[op] else "") for op in wrong_from if wrong_from[op])
     machines = document.get("machines", {})
     machine_right = sum(s["correct"] for s in machines.values())
     machine_n = sum(s["n"] for s in machines.values())
-    stride, limit = document["field_stride"], document["limit_digits"]
-    held = [h for h in (last_at_least(_points(document, op)) for op in document.get("beyond", {})) if h]
-    reach = (f"holds >= 99% up to {max(held)} digits at most ({max(held) / limit:.2f}x its training length)"
-             if held else "is below 99% already within them")
-    return (f"Past its training lengths (1-{limit} digits) the {document['tier']} tier {reach}: " + "; ".join(parts)
-            + f". Its coupled position ids give a tape field {stride} ids, so past {stride - 1} digits a field's "
-            f"cells take the next field's ids and 200, 500 or 1,000 digits cannot be written at all; the operand "
-            f"limit stays at {limit} digits. The exact machines answer {machine_right} of {machine_n} long problems "
-            f"(200 to 1,000 digits) right. Next: adapters trained with position ids at random offsets over a "
-            f"1,024-id field (and index hints for the aligners), on an accelerator.")
+    return (f"Past its training lengths (1-{limit} digits) the {document['tier']} tier's accuracy falls within a few "
+            f"digits: {falls} (" + "; ".join(parts) + " digits). "
+            + (f"A probe of 20 right answers in 20 cannot show >= 99% (its Wilson interval reaches down to "
+               f"{100 * min(lows):.0f}%), so " if lows else "So ")
+            + f"the operand limit stays at {limit} digits. Past {stride - 1} digits its coupled position ids "
+            f"run out ({stride} a field): 200, 500 or 1,000 digits cannot be addressed at all. The exact machines "
+            f"answer {machine_right} of {machine_n} long problems (200 to 1,000 digits) right. Next: adapters "
+            f"trained with position ids at random offsets over a 1,024-id field (and index hints for the "
+            f"aligners), on an accelerator.")
 
 
 def long_operands_markdown(document: dict) -> str:
@@ -112,9 +108,9 @@ def long_operands_markdown(document: dict) -> str:
         f"in the next state, and copying a cell is the same zero offset at every length. Two things bound it. "
         f"(1) The ids of a field run out at {stride} cells: past {stride - 1} digits a tape's cells take the ids "
         f"of the next field, and a 200-digit operand is not a tape the model can even address. (2) Within that, "
-        f"the adapters only ever saw fields of at most 101 cells: ids `{stride} * field + 102` and up, and the "
-        f"relative offsets they make, were never trained. The table above says which stage breaks first as "
-        f"the operands grow (aligner (I) writing the start state, an executor step, aligner (O) reading the "
+        f"the adapters only ever saw fields of at most 101 cells (a 100-digit sum): ids `{stride} * field + 102` "
+        f"and up, and the relative offsets they make, were never trained on, and how far a stage copes with "
+        f"them is measured, not assumed. The table above says which stage breaks first as the operands grow (aligner (I) writing the start state, an executor step, aligner (O) reading the "
         f"answer back), and after how many executor steps (the head walks from the lowest digit, so a failure "
         f"late in the run is one near the top of the tape).", "",
         "### The exact machines on the long cells", "",

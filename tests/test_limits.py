@@ -1,16 +1,12 @@
 """Operands beyond what a tier was built for are refused at the edge, with the tier and the limit."""
 
-import json
-from pathlib import Path
-
 import pytest
 from lm_eval.api.instance import Instance
 
 from caef_bench.cli import main
+from caef_bench.data.testsets import load_cell, long_cells, repeated_cells, table1_cells
 from caef_bench.evaluate.lm_eval_models import CaefLM
 from caef_bench.models.limits import TIER_LIMITS, BeyondTierError, check_supported
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("expr", ["1" * 100 + "+" + "9" * 100 + "=", "9999999999*15=", "149999999985//9999999999=",
@@ -40,10 +36,24 @@ def test_a_110_digit_solve_exits_2_before_any_model_is_loaded(capsys, tmp_path):
     assert "the tiny tier supports add operands of at most 100 digits (got 110)" in err
 
 
-def test_every_committed_test_set_is_within_the_tiny_tier():
-    for path in sorted((REPO / "tasks" / "data").glob("*.jsonl")):
-        for line in path.read_text().splitlines():
-            check_supported("tiny", json.loads(line)["expr"])
+def test_every_committed_test_set_but_the_long_cells_is_within_the_tiny_tier():
+    for cell in table1_cells() + repeated_cells():
+        for problem in load_cell(cell):
+            check_supported("tiny", problem["expr"])
+    for cell in long_cells():  # 200 to 1,000 digits: refused, every one of them
+        for problem in load_cell(cell)[:3]:
+            with pytest.raises(BeyondTierError, match="at most 100 digits"):
+                check_supported("tiny", problem["expr"])
+
+
+def test_a_pasted_1000_digit_addition_is_one_line_naming_the_limit_and_what_it_needs(capsys):
+    a, b = load_cell("add_1000")[0]["a"], load_cell("add_1000")[0]["b"]
+    assert main(["solve", f"{a} + {b}"]) == 2  # as a person pastes it: spaces, no '='
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err and "unparseable" not in err
+    assert "the tiny tier supports add operands of at most 100 digits (got 1000)" in err
+    assert "longer operands need adapters trained with position ids over a longer range" in err
+    assert len(err) < 600  # the expression is shortened, not printed whole
 
 
 def test_every_tier_has_limits():

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from caef_bench.data.testsets import load_cell, load_protocol, repeated_cells, table1_cells
+from caef_bench.data.testsets import CELLS, load_cell, load_protocol, long_cells, repeated_cells, table1_cells
 from lm_eval.tasks import TaskManager
 from micro_model import answering_model_dir  # noqa: F401  (pytest fixture)
 
@@ -22,7 +22,11 @@ GROUPS = {
     "caef_repeated": [f"caef_{cell}" for cell in repeated_cells()],
     "caef_repeated_direct": [f"caef_{cell}_direct" for cell in repeated_cells()],
     "caef_repeated_chat": [f"caef_{cell}_chat" for cell in repeated_cells()],
+    "caef_long": [f"caef_{cell}" for cell in long_cells()],
+    "caef_long_direct": [f"caef_{cell}_direct" for cell in long_cells()],
+    "caef_long_chat": [f"caef_{cell}_chat" for cell in long_cells()],
 }
+CELLS_OF = {"caef_table1": table1_cells, "caef_repeated": repeated_cells, "caef_long": long_cells}
 OFFLINE_ENV = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
 
 
@@ -61,16 +65,15 @@ def test_groups_hold_their_tasks(loaded):
 def test_docs_are_the_committed_cells(loaded):
     _, result = loaded
     for group, tasks in GROUPS.items():
-        repeated = group.startswith("caef_repeated")
-        cells = repeated_cells() if repeated else table1_cells()
-        for task_name, cell in zip(tasks, cells):
+        cells = CELLS_OF[group.removesuffix("_direct").removesuffix("_chat")]()
+        for task_name, cell in zip(tasks, cells, strict=True):
             docs = result["tasks"][task_name].test_docs()
             committed = load_cell(cell)
-            assert len(docs) == len(committed) == (200 if repeated else 1000)
+            assert len(docs) == len(committed) == CELLS[cell].size
             assert {key: docs[0][key] for key in committed[0]} == committed[0]
 
 
-@pytest.mark.parametrize("cell", [*table1_cells(), "rep_add_100_p2", "rep_eq_10_control"])
+@pytest.mark.parametrize("cell", [*table1_cells(), "rep_add_100_p2", "rep_eq_10_control", "sub_1000", "eq_500"])
 def test_prompts_are_the_protocols(loaded, cell):
     _, result = loaded
     protocol = load_protocol()
@@ -93,6 +96,10 @@ def test_generation_settings(loaded):
     chat = result["tasks"]["caef_add_100_chat"].config.generation_kwargs
     assert bare["until"] == ["\n"] and bare["do_sample"] is False and bare["max_gen_toks"] >= 110
     assert chat["until"] == [] and chat["do_sample"] is False
+    for suffix in ("", "_direct"):  # a 1,000-digit sum has 1,001 digits
+        long = result["tasks"][f"caef_add_1000{suffix}"].config.generation_kwargs
+        assert long["max_gen_toks"] >= 1001 + 16 and long["until"] == ["\n"] and long["do_sample"] is False
+    assert result["tasks"]["caef_add_1000_chat"].config.generation_kwargs["max_gen_toks"] > 2048
 
 
 def _replies(answer):

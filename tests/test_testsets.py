@@ -12,7 +12,9 @@ from caef_bench.data.testsets import (
     DEFAULT_DATA_DIR,
     check_test_sets,
     generate_cell,
+    length_records,
     load_cell,
+    long_cells,
     repeated_cells,
     table1_cells,
     verify_manifest,
@@ -54,7 +56,7 @@ def test_committed_files_match_their_manifest():
     manifest = json.loads((DEFAULT_DATA_DIR / "MANIFEST.json").read_text())
     assert manifest["seed"] == testsets.DEFAULT_SEED
     assert manifest["generator_version"] == testsets.GENERATOR_VERSION
-    assert sorted(manifest["files"]) == sorted(f"{c}.jsonl" for c in table1_cells() + repeated_cells())
+    assert sorted(manifest["files"]) == sorted(f"{c}.jsonl" for c in table1_cells() + repeated_cells() + long_cells())
 
 
 def test_regeneration_is_byte_identical_to_the_committed_files():
@@ -86,6 +88,40 @@ def test_cli_writes_then_checks(tmp_path, capsys):
     assert testsets.main(["--out", str(tmp_path), "--seed", "3", "--check"]) == 0
     assert testsets.main(["--out", str(tmp_path), "--check"]) == 1  # other seed, other bytes
     assert load_cell("mul_1_10", tmp_path) == generate_cell("mul_1_10", seed=3)
+
+
+def test_long_cells_follow_the_protocol_past_100_digits():
+    """add, sub, gt, lt, eq at 200, 500 and 1,000 digits: Table 1's draws (equal lengths, sub a >= b, eq
+    half equal), the protocol's templates, 100/50/20 problems, small enough to commit (~1.5 MB in all)."""
+    assert long_cells() == [f"{op}_{n}" for op in ("add", "sub", "gt", "lt", "eq") for n in (200, 500, 1000)]
+    sizes = {200: 100, 500: 50, 1000: 20}
+    total = 0
+    for cell in long_cells():
+        op, digits = cell.split("_")[0], int(cell.split("_")[1])
+        records = load_cell(cell)
+        total += (DEFAULT_DATA_DIR / f"{cell}.jsonl").stat().st_size
+        assert len(records) == sizes[digits]
+        assert [r["id"] for r in records] == [f"{cell}-{i:04d}" for i in range(sizes[digits])]
+        for record in records:
+            assert list(record) == TABLE1_KEYS and record["op"] == op
+            _check_record(record, cell)
+            assert len(record["a"]) == len(record["b"]) == digits and record["a"][0] != "0" != record["b"][0]
+            if op == "sub":
+                assert int(record["a"]) >= int(record["b"])
+        if op == "eq":
+            assert sum(r["answer"] == "True" for r in records) == sizes[digits] // 2
+        assert records == length_records(op, digits, sizes[digits])  # the probes' draw, at a committed length
+    assert total < 2_000_000
+
+
+def test_length_records_draw_any_length_as_the_cells_do():
+    assert length_records("add", 100, 1000) == load_cell("add_100")
+    probe = length_records("gt", 110, 20)
+    assert probe == length_records("gt", 110, 20) and len(probe) == 20
+    assert all(len(r["a"]) == len(r["b"]) == 110 for r in probe) and probe[0]["id"] == "gt_110-0000"
+    assert length_records("add", 110, 5, seed=1) != length_records("add", 110, 5)
+    with pytest.raises(ValueError, match="length_records takes"):
+        length_records("mul", 10, 5)
 
 
 def _check_record(record, cell):

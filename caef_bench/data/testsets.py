@@ -12,6 +12,12 @@ Table 1 cells (1000 problems each):
   pairs. ``mul_1_10``: a has 1-10 digits, b in [1, 15]. ``div_1_10``: quotient
   in [1, 15], divisor with 1-10 digits.
 
+Long cells (beyond the paper's 100 digits; issue 66):
+  ``<op>_<n>`` for op in add, sub, gt, lt, eq and n in 200, 500, 1000, drawn exactly as
+  Table 1's length cells are (equal lengths, sub a >= b, eq half equal pairs), with fewer
+  problems as a problem's tokens grow with n (``LONG_SIZES``). ``length_records`` draws
+  the same way at any other length (the research probes between 100 and 200 digits).
+
 Repeated-digit cells (the paper only describes these; 200 problems each):
   ``rep_<op>_<n>_<pattern>`` for op in add, sub, gt, lt, eq, n in 10, 50, 100
   and pattern in p1, p2, p3 (operands periodic with that period), mixed (a
@@ -56,6 +62,9 @@ REPEATED_SIZE = 200
 LENGTH_OPS = ("add", "sub", "gt", "lt", "eq")
 TABLE1_LENGTHS = (5, 10, 50, 100)
 REPEATED_LENGTHS = (10, 50, 100)
+# Beyond the paper's lengths: a 1,000-digit problem is ~3,000 tokens a state, so fewer of them.
+LONG_SIZES = {200: 100, 500: 50, 1000: 20}
+LONG_LENGTHS = tuple(LONG_SIZES)
 PATTERN_PERIODS = {"p1": 1, "p2": 2, "p3": 3}
 ROUND = "round"
 PATTERNS = (*PATTERN_PERIODS, "mixed", ROUND, "control")
@@ -101,8 +110,9 @@ def solve(op: str, a: int, b: int) -> str:
 class CellSpec:
     op: str
     digits: int | None  # operand length; None for the mul/div 1-10 digit cells
-    pattern: str | None  # repeated-digit pattern; None for Table 1 cells
+    pattern: str | None  # repeated-digit pattern; None for Table 1 and long cells
     size: int
+    suite: str = "table1"  # "table1", "repeated" or "long"
 
 
 def _cell_specs() -> dict[str, CellSpec]:
@@ -115,10 +125,14 @@ def _cell_specs() -> dict[str, CellSpec]:
     for op in LENGTH_OPS:
         for n in REPEATED_LENGTHS:
             for pattern in PATTERNS:
-                specs[f"rep_{op}_{n}_{pattern}"] = CellSpec(op, n, pattern, REPEATED_SIZE)
+                specs[f"rep_{op}_{n}_{pattern}"] = CellSpec(op, n, pattern, REPEATED_SIZE, "repeated")
     for op in REPEATED_SMALL_OPS:
         for pattern in PATTERNS:
-            specs[f"rep_{op}_{REPEATED_SMALL_DIGITS}_{pattern}"] = CellSpec(op, REPEATED_SMALL_DIGITS, pattern, REPEATED_SIZE)
+            specs[f"rep_{op}_{REPEATED_SMALL_DIGITS}_{pattern}"] = CellSpec(op, REPEATED_SMALL_DIGITS, pattern,
+                                                                            REPEATED_SIZE, "repeated")
+    for op in LENGTH_OPS:
+        for n, size in LONG_SIZES.items():
+            specs[f"{op}_{n}"] = CellSpec(op, n, None, size, "long")
     return specs
 
 
@@ -127,11 +141,16 @@ CELLS = _cell_specs()
 
 def table1_cells() -> list[str]:
     """The 22 Table 1 cells, in the paper's order (operation, then length)."""
-    return [name for name, spec in CELLS.items() if spec.pattern is None]
+    return [name for name, spec in CELLS.items() if spec.suite == "table1"]
 
 
 def repeated_cells() -> list[str]:
-    return [name for name, spec in CELLS.items() if spec.pattern is not None]
+    return [name for name, spec in CELLS.items() if spec.suite == "repeated"]
+
+
+def long_cells() -> list[str]:
+    """The 15 long cells (add, sub, gt, lt, eq at 200, 500 and 1,000 digits), operator then length."""
+    return [name for name, spec in CELLS.items() if spec.suite == "long"]
 
 
 def all_cells() -> list[str]:
@@ -337,6 +356,17 @@ def generate_cell(name: str, seed: int = DEFAULT_SEED) -> list[dict]:
     if spec.pattern is not None:
         return _repeated_records(name, spec, rng)
     return [_record(name, i, spec.op, a, b) for i, (a, b) in enumerate(_table1_pairs(spec, rng))]
+
+
+def length_records(op: str, digits: int, size: int, seed: int = DEFAULT_SEED) -> list[dict]:
+    """`size` problems of `op` (add, sub, gt, lt, eq) with two operands of `digits` digits, drawn as the
+    committed length cells are, from the stream of the cell `<op>_<digits>`: at a committed cell's length
+    and size they are that cell's problems. For lengths no cell holds (the probes just past 100 digits)."""
+    if op not in LENGTH_OPS or digits < 1:
+        raise ValueError(f"length_records takes {', '.join(LENGTH_OPS)} and a positive length, not {op!r}, {digits}")
+    name = f"{op}_{digits}"
+    spec = CellSpec(op, digits, None, size)
+    return [_record(name, i, op, a, b) for i, (a, b) in enumerate(_table1_pairs(spec, named_rng(seed, name)))]
 
 
 def _jsonl_bytes(records: list[dict]) -> bytes:

@@ -36,6 +36,8 @@ class OperandLimits:
     small_digits: int = 10  # mul's a, div's divisor
     small_factor: int = 15  # mul's b, div's quotient
     why: str = "the protocol's training ranges"
+    needs: str = ""  # what operands past max_digits would take, where it is known
+
 
     def problem(self, op: str, a: int, b: int) -> str | None:
         """What is out of range for `a op b`, or None when it is within the limits."""
@@ -57,7 +59,9 @@ class OperandLimits:
 
 TIER_LIMITS = {
     "tiny": OperandLimits(why="its adapters were trained on the protocol's ranges only, and its coupled "
-                              "position ids give each tape field 128 cells"),
+                              "position ids give each tape field 128 cells",
+                          needs="adapters trained with position ids over a longer range (docs/long-operands.md; "
+                                "measured past 100 digits in results/long_operands.md)"),
     "smollm2-135m": OperandLimits(why="CAEF adapters for it follow the protocol's training ranges"),
     "llama-3.1-8b": OperandLimits(why="the released adapters were trained on the protocol's ranges"),
 }
@@ -77,7 +81,8 @@ def check_within_tier(tier: str, expression: Expression) -> None:
     limits = TIER_LIMITS.get(tier, OperandLimits())
     problem = limits.problem(expression.op, expression.a, expression.b)
     if problem:
-        raise BeyondTierError(f"the {tier} tier supports {problem}: {limits.why}. Expression: "
+        needs = f"; longer operands need {limits.needs}" if limits.needs and expression.op in LENGTH_OPS else ""
+        raise BeyondTierError(f"the {tier} tier supports {problem}: {limits.why}{needs}. Expression: "
                               f"{expr if len(expr) <= 60 else expr[:28] + '…' + expr[-28:]}")
 
 

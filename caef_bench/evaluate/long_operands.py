@@ -1,0 +1,221 @@
+"""Accuracy against operand length past the paper's 100 digits (issue 66): where a tier stops, and why.
+
+    python -m caef_bench.evaluate.long_operands --beyond-tier-limits --ops add,gt --lengths 101,105,110 --n 20
+    python -m caef_bench.evaluate.long_operands --machines-only      # the exact machines on the long cells
+
+A tier refuses operands past what it was built for (models.limits); this research run does not: with
+`--beyond-tier-limits` (required for any length past the tier's limit, so that nobody runs it by
+accident) it solves problems there through the runtime directly, traced, and records where each run
+first left the machine's course (aligner (I), an executor step, aligner (O)) and how. The user-facing
+limit stays where it is; `results/long_operands.md` says what was measured beyond it.
+
+Problems: the committed long cells (tasks/data/<op>_<n>.jsonl, n = 200, 500, 1,000) at those lengths,
+and at any other length `data.testsets.length_records`, drawn as the committed cells are (equal
+lengths, seeded by the cell's name), so every probe is regenerable. Records go to
+work/long_operands/<op>_<n>.jsonl and a rerun resumes from them. The within-limit points of the report
+(5 to 100 digits) are the committed Table 1 cells' tiny-tier results (results/table1_caef.json), read,
+not rerun, with the weights they were measured on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from caef_bench.data.testsets import (CELLS, DEFAULT_SEED, LENGTH_OPS, LONG_LENGTHS, TABLE1_LENGTHS, length_records,
+                                      load_cell)
+from caef_bench.evaluate.scoring import accuracy, is_correct, verdict
+from caef_bench.models.limits import TIER_LIMITS, OperandLimits
+from caef_bench.models.positions import FIELD_STRIDE
+
+RESULTS_JSON = Path("results/long_operands.json")
+RECORDS_DIR = Path("work/long_operands")
+TABLE1_CAEF = Path("results/table1_caef.json")
+RESEARCH_FLAG = "--beyond-tier-limits"
+
+# The literature's length generalisation, as issue 66 states it: (method, task, trained on, reported at).
+# Figures are the issue's; nothing here is measured by this suite.
+ANCHORS = (
+    {"method": "Abacus embeddings (McLeish et al. 2024)", "task": "addition", "trained_digits": 20,
+     "reported_digits": 100, "reported": "~99% at 100 digits"},
+    {"method": "position coupling (Cho et al. 2024)", "task": "addition", "trained_digits": 30,
+     "reported_digits": 200, "reported": "generalises from 30 to 200 digits"},
+    {"method": "the literature on multiplication", "task": "multiplication", "trained_digits": None,
+     "reported_digits": None, "reported": "only 2-3x its training length"},
+)
+
+
+def where_it_failed(record) -> str:
+    """Where a traced run first left the machine's course: 'aligner (I)', 'executor', 'aligner (O)'
+    with the error class ('executor: unparseable'); 'none' for a run that never did."""
+    divergence = record.first_divergence
+    if divergence is None:
+        return "none"
+    if divergence.adapter.startswith("aligner"):
+        stage = "aligner (I)" if divergence.step == 0 else "aligner (O)"
+    else:
+        stage = "executor"
+    return f"{stage}: {divergence.error_class}"
+
+
+def first_divergence_cells(record) -> int | None:
+    """For an executor's first divergence, the step index in the execution (1 = the first executor step):
+    how far into the tape the run got."""
+    divergence = record.first_divergence
+    return divergence.step if divergence is not None and not divergence.adapter.startswith("aligner") else None
+
+
+def summarise(records) -> dict:
+    """Accuracy with its Wilson interval, the runs' outcomes, where they first failed, and their cost."""
+    failed_at = [first_divergence_cells(r) for r in records]
+    return {
+        **accuracy({"correct": is_correct(r)} for r in records),
+        "exact_traces": sum(is_correct(r) and r.first_divergence is None for r in records),
+        "outcomes": dict(Counter(verdict(r) for r in records)),
+        "first_failure": dict(Counter(where_it_failed(r) for r in records if r.first_divergence is not None)),
+        "executor_failure_steps": sorted(s for s in failed_at if s is not None),
+        "steps_mean": round(sum(r.n_steps for r in records) / max(len(records), 1), 1),
+    }
+
+
+def problems_at(op: str, digits: int, n: int, seed: int = DEFAULT_SEED) -> list[dict]:
+    """The first n problems of the committed cell `<op>_<digits>`, or drawn the same way where none is."""
+    cell = f"{op}_{digits}"
+    if cell in CELLS and seed == DEFAULT_SEED:
+        return load_cell(cell)[:n]
+    return length_records(op, digits, n, seed)
+
+
+def measure(model, op: str, digits: int, n: int, records_dir: Path = RECORDS_DIR, seed: int = DEFAULT_SEED) -> dict:
+    """Solve n problems of op at `digits` digits (traced, free-running), resuming from its records file."""
+    from caef_bench.evaluate.suites import as_problems, solve_cell
+
+    rows = problems_at(op, digits, n, seed)
+    records_dir.mkdir(parents=True, exist_ok=True)
+    passes = model.stats.forward_passes
+    start = time.perf_counter()
+    records, resumed = solve_cell(as_problems(rows), model, records_dir / f"{op}_{digits}.jsonl", mode="traced")
+    stats = summarise(records)
+    stats["resumed"] = resumed
+    stats["seconds_solving"] = round(time.perf_counter() - start, 1)
+    stats["forward_passes"] = model.stats.forward_passes - passes
+    return stats
+
+
+def machine_check(cells: list[str]) -> dict:
+    """The exact machines (stdlib, no model) on committed cells: the answer aligner (O)'s rule reads off
+    each halt state against the ground truth (Python's ints), the model calls a correct run makes, and
+    the longest text one of them reads."""
+    from caef_bench.machines import parse_expression, run
+    from caef_bench.machines.aligner import align_output
+    from caef_bench.runtime.engine import reference_step_count, reference_steps
+
+    out = {}
+    for cell in cells:
+        rows = load_cell(cell)
+        start = time.perf_counter()
+        right, calls, longest = 0, [], 0
+        for row in rows:
+            expression = parse_expression(row["expr"])
+            machine_run = run(expression.op, expression.a, expression.b)
+            right += align_output(machine_run.text(-1)) == row["expr"] + row["answer"]
+            calls.append(reference_step_count(machine_run))
+            longest = max(longest, max(len(step.input) for step in reference_steps(row["expr"])))
+        out[cell] = {"n": len(rows), "correct": right, "model_calls_mean": round(sum(calls) / len(calls), 1),
+                     "longest_input_chars": longest, "seconds": round(time.perf_counter() - start, 2)}
+    return out
+
+
+def within_limits(path: Path = TABLE1_CAEF, ops=LENGTH_OPS) -> dict:
+    """The tiny tier's end-to-end accuracy on Table 1's length cells, read from the committed suite results."""
+    document = json.loads(path.read_text())
+    points = {op: {str(n): document["results"][f"{op}_{n}"]["end_to_end"] for n in TABLE1_LENGTHS
+                   if f"{op}_{n}" in document["results"]} for op in ops}
+    return {"source": str(path), "command": document["command"], "weights": document["weights"], "points": points}
+
+
+def field_cells() -> int:
+    """Cells a tape field can hold before its coupled ids reach the next field's (FIELD_STRIDE per field,
+    the separator after the last cell included)."""
+    return FIELD_STRIDE - 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m caef_bench.evaluate.long_operands", description=__doc__.splitlines()[0])
+    parser.add_argument("--tier", default="tiny")
+    parser.add_argument("--checkpoints")
+    parser.add_argument("--ops", default="add,gt", help="comma-separated: add, sub, gt, lt, eq")
+    parser.add_argument("--lengths", default="", help="comma-separated operand lengths to solve, e.g. 101,105,110")
+    parser.add_argument("--n", type=int, default=20, help="problems per (operator, length)")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    parser.add_argument(RESEARCH_FLAG, dest="beyond", action="store_true",
+                        help="solve past the tier's operand limit (research only: the tier was not built for it)")
+    parser.add_argument("--machines-only", action="store_true", help="only the exact machines on the long cells")
+    parser.add_argument("--records", type=Path, default=RECORDS_DIR)
+    parser.add_argument("--out", type=Path, default=RESULTS_JSON,
+                        help="the results document to update (measurements are merged into it)")
+    args = parser.parse_args(argv)
+    ops = [op for op in args.ops.split(",") if op]
+    lengths = [int(n) for n in args.lengths.split(",") if n]
+    if unknown := [op for op in ops if op not in LENGTH_OPS]:
+        parser.error(f"unknown operator(s) {', '.join(unknown)}; this run takes {', '.join(LENGTH_OPS)}")
+    limits = TIER_LIMITS.get(args.tier, OperandLimits())
+    beyond = [n for n in lengths if n > limits.max_digits]
+    if beyond and not args.beyond:
+        parser.error(f"lengths {beyond} are past the {args.tier} tier's {limits.max_digits} digits; "
+                     f"pass {RESEARCH_FLAG} to measure it there anyway")
+
+    document = json.loads(args.out.read_text()) if args.out.is_file() else {}
+    document.setdefault("tier", args.tier)
+    document["seed"] = args.seed
+    document["limit_digits"] = limits.max_digits
+    document["field_stride"] = FIELD_STRIDE
+    document["trained_digits"] = {op: [1, 100] for op in LENGTH_OPS}  # the protocol's training ranges
+    document["anchors"] = list(ANCHORS)
+    document["within"] = within_limits()
+    commands = document.setdefault("commands", [])
+    command = "python -m caef_bench.evaluate.long_operands " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
+    if args.machines_only:
+        document["machines"] = machine_check([f"{op}_{n}" for op in LENGTH_OPS for n in LONG_LENGTHS])
+        for cell, stats in document["machines"].items():
+            print(f"{cell}: machine {stats['correct']}/{stats['n']}, {stats['model_calls_mean']} calls a run, "
+                  f"longest input {stats['longest_input_chars']} chars, {stats['seconds']} s", flush=True)
+    if lengths:
+        import torch
+
+        from caef_bench.runtime.hf import load_step_model
+
+        model = load_step_model(args.tier, args.checkpoints, speculative=True, ops=ops)
+        from caef_bench.models.names import operator_adapters
+
+        document["weights"] = model.fingerprint
+        document["adapters"] = {**document.get("adapters", {}), **{
+            name: model.adapter_fingerprints[name] for op in ops for name in operator_adapters(op)}}
+        document["torch_threads"] = torch.get_num_threads()
+        beyond_points = document.setdefault("beyond", {})
+        for op in ops:
+            for n in lengths:
+                stats = measure(model, op, n, args.n, args.records, args.seed)
+                earlier = beyond_points.get(op, {}).get(str(n), {})
+                if stats["resumed"] == stats["n"] and earlier.get("n") == stats["n"]:
+                    # nothing solved now: the run that solved them says what they cost
+                    stats.update({key: earlier[key] for key in ("seconds_solving", "forward_passes", "resumed")
+                                  if key in earlier})
+                beyond_points.setdefault(op, {})[str(n)] = stats
+                print(f"{op} {n} digits: {stats['correct']}/{stats['n']} right, first failures "
+                      f"{stats['first_failure']}, {stats['seconds_solving']} s", flush=True)
+                args.out.write_text(json.dumps(document, indent=1) + "\n")  # a stopped run keeps what it measured
+    if command not in commands:
+        commands.append(command)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(document, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

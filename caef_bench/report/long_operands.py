@@ -1,0 +1,220 @@
+"""results/long_operands.md and .png from results/long_operands.json: accuracy against operand length past
+the paper's 100 digits, where the tier stops, why, and what would take it further.
+
+    python -m caef_bench.report.long_operands [--json results/long_operands.json] [--out results]
+
+The JSON is written by `python -m caef_bench.evaluate.long_operands` (its measurements, and the
+committed Table 1 results it reads for 5-100 digits); this module only lays it out, so
+`python -m caef_bench.report.render results/long_operands.json` renders the same Markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from caef_bench.report.tables import percent
+
+FILES = ("long_operands.md", "long_operands.json", "long_operands.png")
+HOW_MADE = "### How this was made"
+OP_NAMES = {"add": "add", "sub": "sub", "gt": "gt", "lt": "lt", "eq": "eq"}
+
+
+def _cell(stats: dict) -> str:
+    return (f"{percent(stats['correct'], stats['n'])} [{100 * stats['ci_low']:.0f}, {100 * stats['ci_high']:.0f}] "
+            f"({stats['correct']}/{stats['n']})")
+
+
+def _points(document: dict, op: str) -> list[tuple[int, dict, str]]:
+    """(digits, stats, source) of every measured point of op, by length: Table 1's cells, then the probes."""
+    within = [(int(n), s, "table1") for n, s in document.get("within", {}).get("points", {}).get(op, {}).items()]
+    beyond = [(int(n), s, "probe") for n, s in document.get("beyond", {}).get(op, {}).items()]
+    return sorted(within + beyond, key=lambda point: point[0])
+
+
+def first_zero(points) -> int | None:
+    return next((digits for digits, stats, _ in points if stats["correct"] == 0), None)
+
+
+def first_wrong(points) -> int | None:
+    return next((digits for digits, stats, _ in points if stats["correct"] < stats["n"]), None)
+
+
+def finding(document: dict) -> str:
+    """The opening sentences, from the numbers."""
+    stride, limit = document["field_stride"], document["limit_digits"]
+    parts, wrong_from, zero_from = [], {}, {}
+    for op in document.get("beyond", {}):
+        points = _points(document, op)
+        wrong_from[op], zero_from[op] = first_wrong(points), first_zero(points)
+        probes = [(n, s) for n, s, source in points if source == "probe"]
+        parts.append(f"{op} " + ", ".join(f"{s['correct']}/{s['n']} at {n}" for n, s in probes))
+    lows = [s["ci_low"] for op in document.get("beyond", {}) for s in document["beyond"][op].values()
+            if s["correct"] == s["n"]]
+    falls = "; ".join(f"{op} has wrong answers from {wrong_from[op]} digits" + (
+        f" and none right from {zero_from[op]}" if zero_from[op] else "") for op in wrong_from if wrong_from[op])
+    machines = document.get("machines", {})
+    machine_right = sum(s["correct"] for s in machines.values())
+    machine_n = sum(s["n"] for s in machines.values())
+    return (f"Past its training lengths (1-{limit} digits) the {document['tier']} tier's accuracy falls within a few "
+            f"digits: {falls} (" + "; ".join(parts) + " digits). "
+            + (f"A probe of 20 right answers in 20 cannot show >= 99% (its Wilson interval reaches down to "
+               f"{100 * min(lows):.0f}%), so " if lows else "So ")
+            + f"the operand limit stays at {limit} digits. Past {stride - 1} digits its coupled position ids "
+            f"run out ({stride} a field): 200, 500 or 1,000 digits cannot be addressed at all. The exact machines "
+            f"answer {machine_right} of {machine_n} long problems (200 to 1,000 digits) right. Next: adapters "
+            f"trained with position ids at random offsets over a 1,024-id field (and index hints for the "
+            f"aligners), on an accelerator.")
+
+
+def long_operands_markdown(document: dict) -> str:
+    import pandas as pd
+
+    ops = list(document.get("beyond", {})) or list(document.get("within", {}).get("points", {}))
+    lengths = sorted({n for op in ops for n, _, _ in _points(document, op)})
+    rows = []
+    for op in ops:
+        by_length = {n: s for n, s, _ in _points(document, op)}
+        rows.append({"operator": op, **{f"{n}": (_cell(by_length[n]) if n in by_length else "–") for n in lengths}})
+    failure_rows = [{"operator": op, "digits": n, "right": f"{s['correct']}/{s['n']}",
+                     "where runs first left the machine's course": ", ".join(
+                         f"{where} {count}" for where, count in sorted(s["first_failure"].items())) or "–",
+                     "at executor step": _steps(s["executor_failure_steps"]),
+                     "model calls a run (mean)": s["steps_mean"]}
+                    for op in document.get("beyond", {}) for n, s in sorted(document["beyond"][op].items(),
+                                                                            key=lambda item: int(item[0]))]
+    machine_rows = [{"cell": cell, "right": f"{s['correct']}/{s['n']}", "model calls a run": s["model_calls_mean"],
+                     "longest input (chars)": f"{s['longest_input_chars']:,}"}
+                    for cell, s in document.get("machines", {}).items()]
+    anchors = [{"method": a["method"], "task": a["task"], "trained on": _digits(a["trained_digits"]),
+                "reported at": _digits(a["reported_digits"]), "as reported": a["reported"]}
+               for a in document["anchors"]]
+    within = document["within"]
+    stride = document["field_stride"]
+    lines = [
+        "## Long operands: where the tiny tier stops past 100 digits", "", finding(document), "",
+        f"End-to-end accuracy (Wilson 95% intervals, right/N) against operand length. 5-100 digits: the "
+        f"committed Table 1 cells (`{within['source']}`, weights `{within['weights']}`); past 100: probes drawn as "
+        f"the cells are, run past the tier's limit with `--beyond-tier-limits` (weights `{document.get('weights')}`). "
+        f"Training lengths: 1-{document['limit_digits']} digits for every operator.", "",
+        pd.DataFrame(rows).to_markdown(index=False), "",
+        "![Accuracy against operand length](long_operands.png)", "",
+        "### Where it stops, and why", "",
+        pd.DataFrame(failure_rows).to_markdown(index=False) if failure_rows else "(no probes past the limit)", "",
+        f"Every token's position id is `{stride} * field + cell` (models/positions.py: a field is the text between "
+        f"two separators, a cell one digit of a tape), so the k-th cell of a field has the same id in a state and "
+        f"in the next state, and copying a cell is the same zero offset at every length. Two things bound it. "
+        f"(1) The ids of a field run out at {stride} cells: past {stride - 1} digits a tape's cells take the ids "
+        f"of the next field, and a 200-digit operand is not a tape the model can even address. (2) Within that, "
+        f"the adapters only ever saw fields of at most 101 cells (a 100-digit sum): ids `{stride} * field + 102` "
+        f"and up, and the relative offsets they make, were never trained on, and how far a stage copes with "
+        f"them is measured, not assumed. The table above says which stage breaks first as the operands grow (aligner (I) writing the start state, an executor step, aligner (O) reading the "
+        f"answer back), and after how many executor steps (the head walks from the lowest digit, so a failure "
+        f"late in the run is one near the top of the tape).", "",
+        "### The exact machines on the long cells", "",
+        "The stdlib machines run every committed long problem (no model): the answer aligner (O)'s rule "
+        "reads off each halt state, the model calls a correct run would make, and the longest text one of "
+        "them reads (a 1,000-digit sub calls the add executor inside its composer).", "",
+        pd.DataFrame(machine_rows).to_markdown(index=False) if machine_rows else "(not run)", "",
+        "### Beside the literature", "",
+        "Length generalisation as issue 66 states it for the anchors (their figures, not measured here):", "",
+        pd.DataFrame(anchors).to_markdown(index=False), "",
+        f"The {document['tier']} tier trains its coupled ids from the same offset (0) at every length, so no id "
+        f"past its longest training field is ever seen; both anchors train with position ids at random offsets "
+        f"over a range longer than their training operands (Abacus: a random offset to the digit index; position "
+        f"coupling: a random starting id), so every id of the longer range has been trained on.", "",
+        "### Next step", "",
+        "Adapters trained with randomised position ids: each training state's cells start at a random offset "
+        "inside a 1,024-id field (a stride of 1,024), so every id up to 1,000 cells is trained on, from operands "
+        "of at most 100 digits; index hints for the aligners as now; then these probes at 200, 500 and 1,000 "
+        "digits. If that falls short, train on longer operands too (a 1,000-digit add state is over 3,000 "
+        "tokens): an accelerator's job, not yet scripted (docs/long-operands.md lists what it needs). Its cost "
+        "at inference is in results/bench_length.md. Until then the tier's limit stays at "
+        f"{document['limit_digits']} digits and `caef-bench solve` refuses longer operands in one line.", "",
+        HOW_MADE, "",
+        "Generated by " + "; ".join(f"`{c}`" for c in document.get("commands", [])) + f" (seed {document['seed']}, "
+        f"{document.get('torch_threads', '?')} torch threads), rendered by `python -m caef_bench.report.long_operands`. "
+        f"Records: work/long_operands/ (per problem, traced).", "",
+    ]
+    return "\n".join(lines)
+
+
+def _steps(steps: list[int]) -> str:
+    if not steps:
+        return "–"
+    return f"{min(steps)}-{max(steps)} (median {steps[len(steps) // 2]})"
+
+
+def _digits(n) -> str:
+    return f"{n} digits" if n else "–"
+
+
+def long_operands_figure(document: dict, path: str | Path) -> None:
+    """Left: 5 to 1,000 digits (log scale), the training lengths, the ids' end and the anchors' reported
+    reach; right: the probes past 100 digits on a linear scale."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (wide, near) = plt.subplots(1, 2, figsize=(10.0, 4.2), gridspec_kw={"width_ratios": [3, 2]})
+    limit, stride = document["limit_digits"], document["field_stride"]
+    ops = list(document.get("beyond", {})) or list(document["within"]["points"])
+    for ax in (wide, near):
+        ax.axvspan(0.5, limit, color="tab:green", alpha=0.08, label=f"training lengths (1-{limit})")
+        ax.axvspan(stride - 1, 1100, color="grey", alpha=0.15, label=f"past {stride - 1}: no ids for the cells")
+        for i, op in enumerate(ops):
+            points = _points(document, op)
+            shift = 0.02 * (i - (len(ops) - 1) / 2)
+            xs = [n * (1 + shift) if ax is wide else n + 10 * shift for n, _, _ in points]
+            ax.errorbar(xs, [100 * s["accuracy"] for _, s, _ in points],
+                        yerr=[[max(0.0, 100 * (s["accuracy"] - s["ci_low"])) for _, s, _ in points],
+                              [max(0.0, 100 * (s["ci_high"] - s["accuracy"])) for _, s, _ in points]],
+                        marker="o", markersize=4, capsize=2, color=f"C{i}", label=f"caef-{document['tier']} {op}")
+        ax.set_ylim(-3, 122)
+        ax.set_yticks(range(0, 101, 20))
+        ax.grid(alpha=0.3)
+    for j, anchor in enumerate(a for a in document["anchors"] if a["trained_digits"] and a["reported_digits"]):
+        y = 108 + 7 * j
+        wide.annotate("", xy=(anchor["reported_digits"], y), xytext=(anchor["trained_digits"], y),
+                      arrowprops={"arrowstyle": "->", "color": "tab:purple"})
+        wide.text(anchor["trained_digits"], y + 1.5, f"{anchor['method'].split(' (')[0]}: "
+                  f"{anchor['trained_digits']}->{anchor['reported_digits']} (reported)", fontsize=7, color="tab:purple")
+    wide.set_xscale("log")
+    wide.set_xlim(4, 1100)
+    wide.set_xlabel("digits per operand (log scale)")
+    wide.set_ylabel("end-to-end accuracy %")
+    wide.legend(fontsize=7, loc="lower left")
+    wide.set_title("5 to 1,000 digits", fontsize=10)
+    near.set_xlim(limit - 5, stride + 2)
+    near.set_xlabel("digits per operand")
+    near.set_title(f"just past the limit ({limit} digits)", fontsize=10)
+    fig.suptitle("Accuracy against operand length past the paper's 100 digits", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_report(json_path: str | Path = "results/long_operands.json", out: str | Path = "results") -> list[Path]:
+    document = json.loads(Path(json_path).read_text())
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / FILES[0]).write_text(long_operands_markdown(document))
+    long_operands_figure(document, out / FILES[2])
+    return [out / FILES[0], out / FILES[2]]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m caef_bench.report.long_operands", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", default="results/long_operands.json")
+    parser.add_argument("--out", default="results")
+    args = parser.parse_args(argv)
+    for path in write_report(args.json, args.out):
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""Past the paper's 100 digits (issue 66): the research run is explicit, the machines are exact on the
+long cells, and the report's finding is computed from its JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from caef_bench.evaluate import long_operands
+from caef_bench.evaluate.long_operands import first_divergence_cells, machine_check, summarise, where_it_failed
+from caef_bench.report.long_operands import first_wrong, first_zero, long_operands_figure, long_operands_markdown
+from caef_bench.report.render import render_markdown
+from caef_bench.runtime.records import Divergence, ProblemRecord
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _record(correct: bool, divergence: Divergence | None = None, outcome: str = "answered") -> ProblemRecord:
+    return ProblemRecord(id="x", expr="1+2=", mode="traced", target="3", answer="3" if correct else "4",
+                         final="1+2=3" if correct else "1+2=4", outcome=outcome, n_steps=5,
+                         first_divergence=divergence)
+
+
+def test_where_a_run_first_failed_is_named_by_stage_and_class():
+    aligner_in = Divergence(0, "aligner_add", "wrong_digit", "a", "b")
+    executor = Divergence(27, "executor_add", "unparseable", "a", "b")
+    aligner_out = Divergence(104, "aligner_add", "wrong_result", "a", "b")
+    assert where_it_failed(_record(True)) == "none"
+    assert where_it_failed(_record(False, aligner_in, "misaligned")) == "aligner (I): wrong_digit"
+    assert where_it_failed(_record(False, executor, "unparseable")) == "executor: unparseable"
+    assert where_it_failed(_record(False, aligner_out)) == "aligner (O): wrong_result"
+    assert first_divergence_cells(_record(False, executor)) == 27 and first_divergence_cells(_record(False, aligner_in)) is None
+    stats = summarise([_record(True), _record(True), _record(False, executor, "unparseable")])
+    assert (stats["n"], stats["correct"], stats["exact_traces"]) == (3, 2, 2)
+    assert stats["first_failure"] == {"executor: unparseable": 1} and stats["executor_failure_steps"] == [27]
+    assert stats["outcomes"] == {"ok": 2, "unparseable": 1} and 0 < stats["ci_low"] < stats["accuracy"] < stats["ci_high"]
+
+
+def test_lengths_past_the_tier_need_the_research_flag(capsys):
+    with pytest.raises(SystemExit) as stop:  # refused before any model is loaded
+        long_operands.main(["--lengths", "110", "--ops", "add", "--out", "/nonexistent/x.json"])
+    assert stop.value.code == 2
+    assert "past the tiny tier's 100 digits; pass --beyond-tier-limits" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        long_operands.main(["--lengths", "50", "--ops", "mul"])
+
+
+def test_the_machines_are_exact_on_the_long_cells():
+    checked = machine_check(["add_200", "eq_1000"])
+    assert checked["add_200"]["correct"] == checked["add_200"]["n"] == 100
+    assert checked["eq_1000"]["correct"] == checked["eq_1000"]["n"] == 20
+    assert checked["add_200"]["model_calls_mean"] == 204  # aligner (I), 201 transitions, aligner (O)
+
+
+def _document(beyond: dict) -> dict:
+    stats = lambda k, n: {"n": n, "correct": k, "accuracy": k / n, "ci_low": max(0.0, k / n - 0.1),  # noqa: E731
+                          "ci_high": min(1.0, k / n + 0.1), "first_failure": {"executor: unparseable": n - k} if k < n
+                          else {}, "executor_failure_steps": [3] * (n - k), "steps_mean": 10.0}
+    return {"tier": "tiny", "seed": 1, "limit_digits": 100, "field_stride": 128, "weights": "w",
+            "trained_digits": {"add": [1, 100]}, "anchors": list(long_operands.ANCHORS), "commands": ["cmd"],
+            "within": {"source": "results/table1_caef.json", "weights": "w",
+                       "points": {"add": {"5": stats(200, 200), "100": stats(199, 200)}}},
+            "beyond": {"add": {str(n): stats(k, 20) for n, k in beyond.items()}},
+            "machines": {"add_200": {"n": 100, "correct": 100, "model_calls_mean": 204.0, "longest_input_chars": 1310}}}
+
+
+def test_the_finding_is_computed_from_the_numbers(tmp_path):
+    document = _document({101: 20, 105: 7, 110: 0})
+    points = [(int(n), s, "") for n, s in sorted({**document["within"]["points"]["add"],
+                                                   **document["beyond"]["add"]}.items(), key=lambda i: int(i[0]))]
+    assert first_wrong(points) == 100 and first_zero(points) == 110
+    name, text = render_markdown(document)
+    assert name == "long_operands.md" and text == long_operands_markdown(document)
+    opening = text.split("\n\n")[1]
+    assert "add has wrong answers from 100 digits and none right from 110" in opening
+    assert "(add 20/20 at 101, 7/20 at 105, 0/20 at 110 digits)" in opening
+    assert "Wilson interval reaches down to 90%" in opening and "the operand limit stays at 100 digits" in opening
+    assert "Past 127 digits" in opening and "100 of 100 long problems" in opening
+    assert "McLeish" in text and "Cho et al." in text and "Generated by `cmd`" in text
+    worse = render_markdown(_document({101: 15}))[1].split("\n\n")[1]
+    assert "(add 15/20 at 101 digits)" in worse and "Wilson" not in worse
+    long_operands_figure(document, tmp_path / "figure.png")
+    assert (tmp_path / "figure.png").stat().st_size > 10_000
+
+
+def test_the_committed_report_leads_with_its_measured_finding():
+    document = json.loads((REPO / "results" / "long_operands.json").read_text())
+    assert document["beyond"] and document["machines"] and document["within"]["points"]
+    for op, points in document["beyond"].items():
+        for digits, stats in points.items():
+            assert int(digits) > document["limit_digits"] and stats["n"] >= 20, (op, digits)
+    assert all(s["correct"] == s["n"] for s in document["machines"].values())

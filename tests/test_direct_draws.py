@@ -169,3 +169,16 @@ def test_the_capacity_report_sets_its_arms_side_by_side_from_their_evaluations(t
     evaluate_curve(wide, tmp_path / "wide.json", per_cell=2, cells=["add_5"], progress=lambda line: None)
     with pytest.raises(ValueError, match="fixed-length draw"):
         write_capacity_report([*evaluations, tmp_path / "wide.json"], tmp_path / "out", "cmd")
+
+
+def test_table1_names_each_direct_adapters_draw_from_its_manifest(tmp_path):
+    import json
+
+    from caef_bench.evaluate.table1 import direct_draw
+
+    for name, data in (("new", ["direct:add:protocol:held_out_test_sets"]), ("five", ["direct:add:protocol:5:held_out_test_sets"]),
+                       ("old", ["machines:[('direct', 'add')]:100:2:0.25:0"]), ("none", [])):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "manifest.json").write_text(json.dumps({"data": data}))
+    assert [direct_draw(tmp_path / n) for n in ("new", "five", "old", "none", "missing")] == [
+        "protocol", "protocol:5", "classes", None, None]

@@ -83,7 +83,7 @@ def test_the_direct_baseline_gets_its_caef_counterparts_budget():
     for op, samples in DIRECT_BUDGETS.items():
         plan = TINY.for_adapter("direct", op)
         assert TINY.adapter_plans[f"direct_{op}"]["samples"] == samples, op
-        assert (plan.stage2_batch, plan.lr, plan.mix) == (128, 2e-4, {}), op
+        assert (plan.stage2_batch, plan.lr, plan.mix) == (128, 1e-3, {}), op  # lr: the capacity check's
         assert plan.stage2_steps == -(-samples // 128), op  # add: 686,720 samples are 5,365 steps of 128
     assert TINY.for_adapter("direct", "add").stage2_steps == 5_365
     assert TINY.for_adapter("direct", "div", {"stage2_batch": 64}).stage2_steps == 2_925  # 187,200 / 64

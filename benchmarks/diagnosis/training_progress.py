@@ -54,7 +54,8 @@ def lora_model(base_model, name: str, source: Path, plan: dict):
     params = dict(model.named_parameters())
     with torch.no_grad():
         for key, value in load_file(str(source / "trainable.safetensors")).items():
-            params[key].copy_(value)
+            # a run's checkpoint names the adapter peft's "default"; here it has its own name
+            params[key if key in params else key.replace(".default.", f".{name}.")].copy_(value)
     return model.eval()
 
 

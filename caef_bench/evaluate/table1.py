@@ -219,6 +219,18 @@ def trained_samples(adapter_folder: Path) -> int | None:
     return total
 
 
+def direct_draw(adapter_folder: Path) -> str | None:
+    """How a direct adapter's problems were drawn, from its manifest's data fingerprint: the DirectDraw
+    name ("protocol", "protocol:5") or "classes" (the executors' length classes, before issue 61)."""
+    path = adapter_folder / "manifest.json"
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text()).get("data") or [""]
+    if data[0].startswith("direct:"):  # direct:<op>:<draw>:held_out_test_sets[:max_len=N]
+        return data[0].split(":", 2)[2].partition(":held_out")[0]
+    return "classes" if data[0].startswith("machines:") else None
+
+
 def direct_training_notes(results: dict, systems: dict[str, System]) -> list[str]:
     """For each LoRA-direct system that ran on one of our tiers: each direct adapter's samples (its
     manifests'), as a fraction of its budget on the tiny tier (its plan: the samples of that
@@ -237,7 +249,7 @@ def direct_training_notes(results: dict, systems: dict[str, System]) -> list[str
         loaded = tier_with_checkpoints(tier, args.get("checkpoints"))
         root = Path(loaded.adapters)
         schemes = adapter_schemes(root)  # what each ran under, as loading runs it: its manifest's, else the tier's
-        parts, short, coupled = [], False, []
+        parts, short, coupled, classes = [], False, [], []
         for op in ("add", "sub", "mul", "div", "gt", "lt", "eq"):
             direct = trained_samples(root / "direct" / op)
             if direct is None:
@@ -252,6 +264,10 @@ def direct_training_notes(results: dict, systems: dict[str, System]) -> list[str
                 part += f", CAEF {sum(caef):,}"
             scheme = schemes.get(f"direct_{op}", loaded.position_scheme)
             part += f", {scheme} ids"
+            draw = direct_draw(root / "direct" / op)
+            if draw:
+                part += f", {draw} draws"
+                classes += [op] if draw == "classes" else []
             if scheme != "standard":
                 coupled.append(op)
             parts.append(part)
@@ -260,10 +276,17 @@ def direct_training_notes(results: dict, systems: dict[str, System]) -> list[str
         note = (f"**Training of `{name}`** (its adapters' manifests): samples of each direct adapter"
                 + (", as a share of its budget (the tiny preset's plans for that operator's CAEF executor and "
                    "aligner together)" if tier == "tiny" else "")
-                + f", the samples its shipped CAEF executor and aligner had, and its position ids: {'; '.join(parts)}.")
+                + f", the samples its shipped CAEF executor and aligner had, its position ids and how its problems "
+                  f"were drawn: {'; '.join(parts)}.")
         if short:
             note += (" Below its budget a direct adapter is a lower bound on what LoRA-direct reaches at this size: "
                      "the paper trains both on the same data budget.")
+        if classes:
+            note += (f" Drawn by `classes` ({', '.join(classes)}): uniform over pairs of operand lengths, as before "
+                     f"issue 61, so two operands of one length, every test cell's kind, were about 1% of the draws; "
+                     f"on problems of one length the same LoRA learns 5-digit addition (results/direct_capacity.md), "
+                     f"and `benchmarks/accelerator/direct_adapters.py` retrains these on the protocol's draws "
+                     f"(docs/lora-direct.md).")
         if coupled:
             note += (f" Under coupled ids ({', '.join(coupled)}) every digit of a direct prompt has position id 0: "
                      f"not the paper's LoRA-direct, which has LLaMA's ordinary positions.")

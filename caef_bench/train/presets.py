@@ -159,7 +159,10 @@ SHIPPED_ROUNDS = {
 #   are short).
 # - Every adapter trains under the preset's ids, those its base pre-trained under (SHIPPED_ROUNDS'
 #   position_scheme is left out of the plans).
-# The LoRA-direct baseline gets the budget of its operator's executor and aligner together.
+# The LoRA-direct baseline gets the budget of its operator's executor and aligner together, at lr 1e-3:
+# in the capacity check (results/direct_capacity.md) the rank-16 LoRA at 1e-3 went from 0% to 84.5% of
+# add_5 between 16,384 and 32,768 samples; at 2e-4, the earlier plans' rate, its loss after the first
+# 4,096 samples was higher (1.92 against 1.81), and rank 256 diverged at 1e-3 (so the rate is rank 16's).
 ALIGNER_MIN_SAMPLES = 430 * 128
 
 
@@ -174,7 +177,7 @@ TINY_ADAPTER_PLANS = {name: _one_run(name, shipped) for name, shipped in SHIPPED
 for _op in ("add", "sub", "mul", "div", "gt", "lt", "eq"):
     TINY_ADAPTER_PLANS[adapter_name("direct", _op)] = {
         "samples": sum(TINY_ADAPTER_PLANS[adapter_name(kind, _op)]["samples"] for kind in ("executor", "aligner")),
-        "lr": 2e-4, "mix": {}}
+        "lr": 1e-3, "mix": {}}
 
 # The shipped base's two rounds: 3,678 steps x 128, lengths growing over the first 1,471, then
 # 2,800 steps x 128 at full length, with no shares. The preset pre-trains under the ids its

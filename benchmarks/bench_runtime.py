@@ -24,7 +24,7 @@ from caef_bench.evaluate.scoring import is_correct
 from caef_bench.evaluate.suites import as_problems
 from caef_bench.runtime import solve_batch
 from caef_bench.runtime.hf import load_step_model
-from written_report import command_line, rerendered, report_options, section
+from written_report import command_line, parse_arguments, section
 
 HEADING = "# Runtime benchmark: the paper's loop against ours"
 
@@ -35,9 +35,8 @@ def main() -> None:
     parser.add_argument("--checkpoints")
     parser.add_argument("--cell", default="add_100")
     parser.add_argument("--n", type=int, default=3)
-    report_options(parser)
-    args = parser.parse_args()
-    if rerendered(parser, args, HEADING, finding):
+    args = parse_arguments(parser, HEADING, finding)
+    if args is None:  # --rerender: laid out again, nothing measured
         return
     ours = load_step_model(args.model, args.checkpoints, speculative=True)
     paper = ours.paper_loop()  # the same weights, adapters and position ids

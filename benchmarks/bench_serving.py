@@ -32,7 +32,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 from caef_bench.data.testsets import load_cell
-from written_report import rerendered, report_options, write_section
+from written_report import parse_arguments, write_section
 
 SECTION = "## Start-up and serving"
 READING = """How to read it: a cold `solve` pays for importing torch and transformers, then transformers' own
@@ -109,9 +109,8 @@ def main() -> None:
     parser.add_argument("--problems", type=int, default=64, help="add_10 problems per concurrency level (8, 64)")
     parser.add_argument("--single", type=int, default=16, help="add_10 problems for the one-client level")
     parser.add_argument("--solve-problems", type=int, default=3, help="add_10 problems solved one process each")
-    report_options(parser)
-    args = parser.parse_args()
-    if rerendered(parser, args, SECTION, finding, READING):
+    args = parse_arguments(parser, SECTION, finding, READING)
+    if args is None:  # --rerender: laid out again, nothing measured
         return
     load_before = os.getloadavg()
     lines = [f"{platform.machine()}, {os.cpu_count()} CPUs, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, "

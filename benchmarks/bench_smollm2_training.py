@@ -30,7 +30,7 @@ from caef_bench.train.batches import collate
 from caef_bench.train.loop import completion_loss, cpu_model
 from caef_bench.train.presets import PRESETS
 from caef_bench.train.sources import MachineSource
-from written_report import rerendered, report_options, write_section
+from written_report import parse_arguments, write_section
 
 HEADING = "# SmolLM2-135M LoRA training: where the loss computes logits"
 
@@ -69,9 +69,8 @@ def main() -> None:
     parser.add_argument("--ops", default="add,gt", help="executor and aligner samples of these operators")
     parser.add_argument("--precisions", default="fp32", help="fp32, bf16 (CPU autocast, what `train` picks on a CPU "
                                                                "with native bf16) or both: fp32,bf16")
-    report_options(parser)
-    args = parser.parse_args()
-    if rerendered(parser, args, HEADING, finding):
+    args = parse_arguments(parser, HEADING, finding)
+    if args is None:  # --rerender: laid out again, nothing measured
         return
     torch.set_num_threads(args.threads)
     base = args.base or str(converted_dir())

@@ -25,7 +25,7 @@ from caef_bench.train.batches import collate_micro
 from caef_bench.train.loop import RunOptions, RunPlan, native_cpu_bf16, train
 from caef_bench.train.presets import PRESETS
 from caef_bench.train.sources import MachineSource
-from written_report import rerendered, report_options, write_section
+from written_report import parse_arguments, write_section
 
 HEADING = "# Training benchmark: batching and precision on this machine"
 
@@ -50,9 +50,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3, help="timed steps per configuration, after one warm-up step")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--micro", default="0,4096", help="micro-batch token budgets to compare (0: whole batch)")
-    report_options(parser)
-    args = parser.parse_args()
-    if rerendered(parser, args, HEADING, finding):
+    args = parse_arguments(parser, HEADING, finding)
+    if args is None:  # --rerender: laid out again, nothing measured
         return
     torch.set_num_threads(args.threads)
     codec = CaefCodec("coupled-hints")

@@ -34,7 +34,7 @@ from caef_bench.train.batches import collate
 from caef_bench.train.loop import RunOptions, RunPlan, completion_loss, cpu_model, train
 from caef_bench.train.presets import PRESETS
 from caef_bench.train.sources import MachineSource
-from written_report import rerendered, report_options, write_section
+from written_report import parse_arguments, write_section
 
 HEADING = "# SmolLM2-135M: a LoRA learning-rate sweep on CAEF samples"
 PAPER_LR = 5e-5  # the paper's, for LLaMA 3.1-8B
@@ -77,9 +77,8 @@ def main() -> None:
     parser.add_argument("--held-out", type=int, default=48)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--work", default="work/smollm2_lr_sweep", help="each rate's run folder (its loss curve)")
-    report_options(parser)
-    args = parser.parse_args()
-    if rerendered(parser, args, HEADING, finding):
+    args = parse_arguments(parser, HEADING, finding)
+    if args is None:  # --rerender: laid out again, nothing measured
         return
     torch.set_num_threads(args.threads)
     base = args.base or str(converted_dir())

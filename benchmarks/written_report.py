@@ -47,12 +47,22 @@ def replace_section(path: Path, heading: str, text: str) -> None:
     Path(path).write_text(old[:start] + text + (old[end:] if end >= 0 else ""))
 
 
-def report_options(parser) -> None:
-    """--out and --rerender, as every benchmark that writes a results file takes them."""
+def parse_arguments(parser, heading: str, finding, reading: str = ""):
+    """The benchmark's arguments, with --out and --rerender added; None when --rerender has laid --out's section
+    out again from the command and lines it recorded, its finding computed anew by `finding(lines)` (the
+    benchmark then measures nothing)."""
     parser.add_argument("--out", help="also write the report to this Markdown file (its section, the rest kept), "
                                       "with the command that made it")
     parser.add_argument("--rerender", action="store_true",
                         help="measure nothing: write --out's section again from the command and report it holds")
+    args = parser.parse_args()
+    if not args.rerender:
+        return args
+    if not args.out:
+        parser.error("--rerender needs --out")
+    command, report = recorded(args.out, heading)
+    replace_section(Path(args.out), heading, section(heading, finding(report), report, command, reading))
+    return None
 
 
 def command_line(environment: tuple[str, ...] = ()) -> str:
@@ -60,18 +70,6 @@ def command_line(environment: tuple[str, ...] = ()) -> str:
     (those that change its figures, OMP_NUM_THREADS)."""
     settings = [f"{name}={shlex.quote(os.environ[name])}" for name in environment if os.environ.get(name)]
     return " ".join([*settings, "python", *(shlex.quote(a) for a in sys.argv)])
-
-
-def rerendered(parser, args, heading: str, finding, reading: str = "") -> bool:
-    """With --rerender: lay --out's section out again from the command and lines it recorded, its finding
-    computed anew by `finding(lines)`, and say so (the benchmark then measures nothing)."""
-    if not args.rerender:
-        return False
-    if not args.out:
-        parser.error("--rerender needs --out")
-    command, report = recorded(args.out, heading)
-    replace_section(Path(args.out), heading, section(heading, finding(report), report, command, reading))
-    return True
 
 
 def write_section(path: str | Path, heading: str, finding, lines: list[str], reading: str = "",

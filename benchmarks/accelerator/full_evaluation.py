@@ -66,7 +66,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-ARCHIVE = REPO / "docs" / "structured-pilot" / "rebuild2_cpu" / "add_records.tgz"  # the committed records
+RECORDS = REPO / "results" / "records"  # the committed records: <tier>-<weights>.tgz, one per weights
 PARTS = {"table1": 1000, "repeated": 200}  # N per cell: the paper's, and the repeated-digit report's
 # Settings tried against the reference, fastest first: (name, fold the adapters, dtype of the folded
 # copies, TF32 matrix products)
@@ -431,8 +431,9 @@ def main(argv=None) -> int:
                         help="auto: the fastest setting the check finds identical to the reference; a name: "
                              "that one if identical; reference: no check, float32 with peft's switching")
     parser.add_argument("--check-problems", type=int, default=2, help="problems per Table 1 cell in the check")
-    parser.add_argument("--seed-records", default=str(ARCHIVE),
-                        help="a tgz of these weights' records to take in first ('' for none)")
+    parser.add_argument("--seed-records",
+                        help="a tgz of these weights' records to take in first (default: the committed ones, "
+                             "results/records/<tier>-<weights>.tgz, where they exist; '' for none)")
     parser.add_argument("--parts", default="table1,repeated", help="table1, repeated or both (a, b: the same)")
     parser.add_argument("--table1-limit", type=int, default=PARTS["table1"], help="Table 1's N (the paper's 1000)")
     parser.add_argument("--repeated-limit", type=int, default=PARTS["repeated"], help="the repeated cells' N")
@@ -475,8 +476,13 @@ def main(argv=None) -> int:
 
     say(f"{' '.join(sys.argv)} on {args.device}")
     folder, weights = records_folder(args.tier, args.checkpoints)
-    if args.seed_records:
-        say(f"records: {take_in(Path(args.seed_records), folder)} taken in from {args.seed_records} into {folder}")
+    seed = args.seed_records
+    if seed is None:  # the committed records of these weights; other weights have none yet
+        seed = str(RECORDS / f"{folder.name}.tgz") if (RECORDS / f"{folder.name}.tgz").is_file() else ""
+    if seed:
+        say(f"records: {take_in(Path(seed), folder)} taken in from {seed} into {folder}")
+    else:
+        say(f"records: none committed for {folder.name}; every problem is solved here")
     parts = {part: chosen_cells(part, args.table1_cells if part == "table1" else args.repeated_cells)
              for part in PARTS if part in wanted}
     cells = {cell: limits[part] for part, names in parts.items() for cell in names}

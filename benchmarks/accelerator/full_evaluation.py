@@ -444,8 +444,9 @@ def main(argv=None) -> int:
     parser.add_argument("--bring-back", help="a folder (the device's $OUT) for records.tgz, tables.tgz, the log "
                                              "and precision_check.json")
     parser.add_argument("--smoke", action="store_true",
-                        help="a small run: add_5 and gt_5 at N=201, rep_add_10_p1 at N=201 (the committed records "
-                             "hold 200 of each: three problems to solve), one problem per cell in the check")
+                        help="a small run: add_5 and gt_5 at N=201 (the committed records hold 200 of each), "
+                             "rep_add_50_p1 at N=51 (they hold 50; a 10-digit repeated cell has only its 200): three "
+                             "problems to solve, one problem per cell in the check")
     parser.add_argument("--assemble", metavar="RECORDS_TGZ",
                         help="here, afterwards: take in a call's records.tgz and regenerate results/table1_caef.*, "
                              "failure_analysis.* and table1.* with their committed commands at the paper's N")
@@ -457,8 +458,8 @@ def main(argv=None) -> int:
     if not args.out:
         parser.error("--out is required (or --assemble)")
     if args.smoke:
-        args.table1_cells, args.repeated_cells, args.check_problems = "add_5,gt_5", "rep_add_10_p1", 1
-        args.table1_limit = args.repeated_limit = 201
+        args.table1_cells, args.repeated_cells, args.check_problems = "add_5,gt_5", "rep_add_50_p1", 1
+        args.table1_limit, args.repeated_limit = 201, 51
     limits = {"table1": args.table1_limit, "repeated": args.repeated_limit}
     wanted = {{"a": "table1", "b": "repeated"}.get(part, part) for part in args.parts.split(",")}
     args.processes = args.processes or (8 if args.device.startswith("cuda") else 1)

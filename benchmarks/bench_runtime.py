@@ -14,8 +14,6 @@ from __future__ import annotations
 import argparse
 import platform
 import re
-import shlex
-import sys
 import time
 from pathlib import Path
 
@@ -26,7 +24,7 @@ from caef_bench.evaluate.scoring import is_correct
 from caef_bench.evaluate.suites import as_problems
 from caef_bench.runtime import solve_batch
 from caef_bench.runtime.hf import load_step_model
-from written_report import recorded, replace_section, section
+from written_report import command_line, parse_arguments, section
 
 HEADING = "# Runtime benchmark: the paper's loop against ours"
 
@@ -37,13 +35,8 @@ def main() -> None:
     parser.add_argument("--checkpoints")
     parser.add_argument("--cell", default="add_100")
     parser.add_argument("--n", type=int, default=3)
-    parser.add_argument("--out", help="also write the report to this Markdown file, with the command that made it")
-    parser.add_argument("--rerender", action="store_true",
-                        help="measure nothing: write --out's part again from the command and report it holds")
-    args = parser.parse_args()
-    if args.rerender:
-        command, report = recorded(args.out, HEADING)
-        replace_section(Path(args.out), HEADING, section(HEADING, finding(report), report, command))
+    args = parse_arguments(parser, HEADING, finding)
+    if args is None:  # --rerender: laid out again, nothing measured
         return
     ours = load_step_model(args.model, args.checkpoints, speculative=True)
     paper = ours.paper_loop()  # the same weights, adapters and position ids
@@ -66,7 +59,7 @@ def main() -> None:
     lines.append(f"speed-up: {timings['paper loop'] / timings['speculative']:.1f}x")
     print("\n".join(lines))
     if args.out:
-        command = "python " + " ".join(shlex.quote(a) for a in sys.argv)
+        command = command_line()
         # this benchmark's part is the top of the file; the sections after it (bench_serving.py's) stay
         out = Path(args.out)
         text = section(HEADING, finding(lines), lines, command)

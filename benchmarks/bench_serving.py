@@ -23,7 +23,6 @@ import json
 import os
 import platform
 import re
-import shlex
 import socket
 import statistics
 import subprocess
@@ -31,10 +30,9 @@ import sys
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 from caef_bench.data.testsets import load_cell
-from written_report import recorded, replace_section, section
+from written_report import parse_arguments, write_section
 
 SECTION = "## Start-up and serving"
 READING = """How to read it: a cold `solve` pays for importing torch and transformers, then transformers' own
@@ -111,13 +109,8 @@ def main() -> None:
     parser.add_argument("--problems", type=int, default=64, help="add_10 problems per concurrency level (8, 64)")
     parser.add_argument("--single", type=int, default=16, help="add_10 problems for the one-client level")
     parser.add_argument("--solve-problems", type=int, default=3, help="add_10 problems solved one process each")
-    parser.add_argument("--out", help="replace (or add) this benchmark's section in this Markdown file")
-    parser.add_argument("--rerender", action="store_true",
-                        help="measure nothing: write --out's section again from the command and report it holds")
-    args = parser.parse_args()
-    if args.rerender:
-        command, report = recorded(args.out, SECTION)
-        replace_section(Path(args.out), SECTION, section(SECTION, finding(report), report, command, READING))
+    args = parse_arguments(parser, SECTION, finding, READING)
+    if args is None:  # --rerender: laid out again, nothing measured
         return
     load_before = os.getloadavg()
     lines = [f"{platform.machine()}, {os.cpu_count()} CPUs, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, "
@@ -170,10 +163,7 @@ def main() -> None:
         server.wait(60)
     print("\n".join(lines))
     if args.out:
-        command = "python " + " ".join(shlex.quote(a) for a in sys.argv)
-        if os.environ.get("OMP_NUM_THREADS"):
-            command = f"OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']} {command}"
-        replace_section(Path(args.out), SECTION, section(SECTION, finding(lines), lines, command, READING))
+        write_section(args.out, SECTION, finding, lines, READING, environment=("OMP_NUM_THREADS",))
 
 
 def finding(lines: list[str]) -> str:

@@ -3,6 +3,7 @@ where the loss reads them.
 
     python benchmarks/bench_smollm2_training.py [--batch 8] [--steps 4] [--threads 2] [--max-len 10]
         [--ops add,gt] [--precisions fp32,bf16] [--out results/bench_smollm2_training.md]
+    python benchmarks/bench_smollm2_training.py --rerender --out results/bench_smollm2_training.md  # layout only
 
 The smollm2 preset's LoRA (r=8, alpha=16, all linear layers; caef_bench/train/presets.py) on the
 converted base, fp32 (--precisions: bf16 autocast too), trained with AdamW on the same CAEF samples (executor and aligner transitions
@@ -19,7 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import sys
+import re
 import time
 
 import torch
@@ -27,9 +28,11 @@ import torch
 from caef_bench.models.codec import HFCodec
 from caef_bench.train.batches import collate
 from caef_bench.train.loop import completion_loss, cpu_model
-from caef_bench.report.tables import write_benchmark
 from caef_bench.train.presets import PRESETS
 from caef_bench.train.sources import MachineSource
+from written_report import parse_arguments, write_section
+
+HEADING = "# SmolLM2-135M LoRA training: where the loss computes logits"
 
 
 def _lora_model(base: str):
@@ -66,8 +69,9 @@ def main() -> None:
     parser.add_argument("--ops", default="add,gt", help="executor and aligner samples of these operators")
     parser.add_argument("--precisions", default="fp32", help="fp32, bf16 (CPU autocast, what `train` picks on a CPU "
                                                                "with native bf16) or both: fp32,bf16")
-    parser.add_argument("--out", help="also write the report to this Markdown file, with the command that made it")
-    args = parser.parse_args()
+    args = parse_arguments(parser, HEADING, finding)
+    if args is None:  # --rerender: laid out again, nothing measured
+        return
     torch.set_num_threads(args.threads)
     base = args.base or str(converted_dir())
     codec = HFCodec(AutoTokenizer.from_pretrained(base))
@@ -116,7 +120,32 @@ def main() -> None:
                  f"{agreement[1]:.6f} (difference {abs(agreement[0] - agreement[1]):.2e})")
     print(lines[-1])
     if args.out:
-        write_benchmark(args.out, "SmolLM2-135M LoRA training: where the loss computes logits", lines, sys.argv)
+        write_section(args.out, HEADING, finding, lines)
+
+
+# a timed row: the way (24 columns), tokens/s, s/step, tokens/CPU-s, then the load averages
+_ROW = re.compile(r"^(?P<way>.{24}) +(?P<wall>[\d,]+) +[\d.]+ +(?P<cpu>[\d,]+) ")
+
+
+def finding(lines: list[str]) -> str:
+    """Completion-only logits against the head over every position, per precision, in tokens per CPU-second
+    (the figure that survives a shared machine), and whether the two losses agree; from the printed lines."""
+    rates = {}
+    for line in lines[2:]:
+        row = _ROW.match(line)
+        if row:
+            way, precision = (part.strip() for part in row["way"].rsplit(",", 1))
+            rates[(way, precision)] = float(row["cpu"].replace(",", ""))
+    parts = []
+    for precision in dict.fromkeys(p for _, p in rates):
+        only, every = rates.get(("completion only", precision)), rates.get(("every position", precision))
+        if only and every:
+            parts.append(f"{only:,.0f} tokens per CPU-second in {precision} against {every:,.0f} with the head over "
+                         f"every position ({only / every:.1f}x)")
+    agreement = re.search(r"\(difference ([^)]+)\)", lines[-1])
+    return (f"On this machine ({lines[0].split(',')[0]}) a LoRA step on SmolLM2-135M that computes the output layer "
+            "only at the completion's positions trains at " + "; ".join(parts)
+            + (f"; the two losses of one batch differ by {agreement[1]}." if agreement else "."))
 
 
 if __name__ == "__main__":

@@ -89,7 +89,7 @@ def worker(spec: dict) -> dict:
         made += 1
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     # scale a cut-off run to whole problems: the rounds it made, of the rounds one problem needs
-    from caef_bench.runtime.engine import reference_steps
+    from caef_bench.runtime.problem import reference_steps
 
     calls = len(list(reference_steps(problems[0].expr)))
     share = 1.0 if not rounds.active else made / calls

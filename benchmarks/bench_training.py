@@ -14,11 +14,8 @@ from __future__ import annotations
 
 import argparse
 import platform
-import shlex
-import sys
 import tempfile
 import time
-from pathlib import Path
 
 import torch
 
@@ -28,7 +25,7 @@ from caef_bench.train.batches import collate_micro
 from caef_bench.train.loop import RunOptions, RunPlan, native_cpu_bf16, train
 from caef_bench.train.presets import PRESETS
 from caef_bench.train.sources import MachineSource
-from written_report import recorded, section
+from written_report import parse_arguments, write_section
 
 HEADING = "# Training benchmark: batching and precision on this machine"
 
@@ -53,13 +50,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3, help="timed steps per configuration, after one warm-up step")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--micro", default="0,4096", help="micro-batch token budgets to compare (0: whole batch)")
-    parser.add_argument("--out", help="also write the report to this Markdown file, with the command that made it")
-    parser.add_argument("--rerender", action="store_true",
-                        help="measure nothing: write --out again from the command and report it holds")
-    args = parser.parse_args()
-    if args.rerender:
-        command, report = recorded(args.out, HEADING)
-        Path(args.out).write_text(section(HEADING, finding(report), report, command))
+    args = parse_arguments(parser, HEADING, finding)
+    if args is None:  # --rerender: laid out again, nothing measured
         return
     torch.set_num_threads(args.threads)
     codec = CaefCodec("coupled-hints")
@@ -91,8 +83,7 @@ def main() -> None:
                              f"{tokens / seconds:>9,.0f} {result.final_loss:>9.4f}")
                 print(lines[-1], flush=True)
     if args.out:
-        command = "python " + " ".join(shlex.quote(a) for a in sys.argv)
-        Path(args.out).write_text(section(HEADING, finding(lines), lines, command))
+        write_section(args.out, HEADING, finding, lines)
 
 
 def finding(lines: list[str]) -> str:

@@ -2,6 +2,7 @@
 
     python benchmarks/smollm2_lr_sweep.py [--lrs 5e-5,2e-4,5e-4,1e-3,2e-3] [--steps 40] [--batch 8]
         [--adapter executor_add] [--held-out 48] [--threads 2] [--out results/smollm2_lr_sweep.md]
+    python benchmarks/smollm2_lr_sweep.py --rerender --out results/smollm2_lr_sweep.md   # layout only
 
 The paper's 5e-5 is for LLaMA 3.1-8B. For each rate, a fresh LoRA of the smollm2 preset (r=8, alpha=16,
 every linear layer, same seed) trains --steps x --batch samples of one adapter's stage-2 draws (operands
@@ -20,7 +21,6 @@ import argparse
 import json
 import os
 import shutil
-import sys
 import time
 from pathlib import Path
 from dataclasses import replace
@@ -32,9 +32,12 @@ from caef_bench.models.decoding import verify_drafts
 from caef_bench.models.names import split_adapter_name
 from caef_bench.train.batches import collate
 from caef_bench.train.loop import RunOptions, RunPlan, completion_loss, cpu_model, train
-from caef_bench.report.tables import write_benchmark
 from caef_bench.train.presets import PRESETS
 from caef_bench.train.sources import MachineSource
+from written_report import parse_arguments, write_section
+
+HEADING = "# SmolLM2-135M: a LoRA learning-rate sweep on CAEF samples"
+PAPER_LR = 5e-5  # the paper's, for LLaMA 3.1-8B
 
 
 def result_precision() -> str:
@@ -74,8 +77,9 @@ def main() -> None:
     parser.add_argument("--held-out", type=int, default=48)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--work", default="work/smollm2_lr_sweep", help="each rate's run folder (its loss curve)")
-    parser.add_argument("--out", help="also write the report to this Markdown file, with the command that made it")
-    args = parser.parse_args()
+    args = parse_arguments(parser, HEADING, finding)
+    if args is None:  # --rerender: laid out again, nothing measured
+        return
     torch.set_num_threads(args.threads)
     base = args.base or str(converted_dir())
     codec = HFCodec(AutoTokenizer.from_pretrained(base))
@@ -111,7 +115,25 @@ def main() -> None:
         print(lines[-1], flush=True)
         model = lora.unload()  # the base without this rate's LoRA layers, for the next
     if args.out:
-        write_benchmark(args.out, "SmolLM2-135M: a LoRA learning-rate sweep on CAEF samples", lines, sys.argv)
+        write_section(args.out, HEADING, finding, lines)
+
+
+def finding(lines: list[str]) -> str:
+    """The rate with the best held-out exact match (then the lowest held-out loss) beside the paper's rate,
+    from the printed rows (lr, loss curve, held-out loss, exact, seconds, CPU s, load)."""
+    rows = {}
+    for line in lines[2:]:
+        lr, _, loss, exact, *_ = line.split()
+        rows[float(lr)] = (float(exact.rstrip("%")), float(loss))
+    if not rows:
+        return "No learning rate finished its steps."
+    best = max(rows, key=lambda lr: (rows[lr][0], -rows[lr][1]))
+    setting = lines[0].partition(": ")[2].split(",")[0]  # the adapter
+    text = (f"Of {len(rows)} learning rates for a LoRA on SmolLM2-135M ({setting}), {best:.0e} ends with the best "
+            f"held-out exact match, {rows[best][0]:.0f}% (held-out loss {rows[best][1]:.4f})")
+    if PAPER_LR in rows and best != PAPER_LR:
+        text += f"; the paper's {PAPER_LR:.0e} reaches {rows[PAPER_LR][0]:.0f}% (loss {rows[PAPER_LR][1]:.4f})"
+    return text + "."
 
 
 if __name__ == "__main__":

@@ -6,7 +6,10 @@ computed from those lines, so `--rerender` can lay an existing file out again wi
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
+import sys
 from pathlib import Path
 
 HOW_MADE = "### How this was made"
@@ -42,3 +45,35 @@ def replace_section(path: Path, heading: str, text: str) -> None:
         return
     end = old.find("\n## ", start + len(heading))
     Path(path).write_text(old[:start] + text + (old[end:] if end >= 0 else ""))
+
+
+def parse_arguments(parser, heading: str, finding, reading: str = ""):
+    """The benchmark's arguments, with --out and --rerender added; None when --rerender has laid --out's section
+    out again from the command and lines it recorded, its finding computed anew by `finding(lines)` (the
+    benchmark then measures nothing)."""
+    parser.add_argument("--out", help="also write the report to this Markdown file (its section, the rest kept), "
+                                      "with the command that made it")
+    parser.add_argument("--rerender", action="store_true",
+                        help="measure nothing: write --out's section again from the command and report it holds")
+    args = parser.parse_args()
+    if not args.rerender:
+        return args
+    if not args.out:
+        parser.error("--rerender needs --out")
+    command, report = recorded(args.out, heading)
+    replace_section(Path(args.out), heading, section(heading, finding(report), report, command, reading))
+    return None
+
+
+def command_line(environment: tuple[str, ...] = ()) -> str:
+    """This benchmark's command as a reader types it again, with the variables of `environment` that are set
+    (those that change its figures, OMP_NUM_THREADS)."""
+    settings = [f"{name}={shlex.quote(os.environ[name])}" for name in environment if os.environ.get(name)]
+    return " ".join([*settings, "python", *(shlex.quote(a) for a in sys.argv)])
+
+
+def write_section(path: str | Path, heading: str, finding, lines: list[str], reading: str = "",
+                  environment: tuple[str, ...] = ()) -> None:
+    """Write a measurement's section into `path`: its finding (`finding(lines)`) first, then the printed lines,
+    then the command that made them."""
+    replace_section(Path(path), heading, section(heading, finding(lines), lines, command_line(environment), reading))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from caef_bench.runtime.engine import reference_steps
+from caef_bench.runtime.problem import reference_steps
 from caef_bench.runtime.oracle import OracleModel
 
 Trigger = Callable[[str, str], bool]  # (adapter, prompt) -> whether the fault strikes

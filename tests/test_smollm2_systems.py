@@ -44,7 +44,21 @@ def test_without_its_adapters_a_system_is_skipped_with_the_command_that_trains_t
                              "--preset smollm2 --base smollm2-135m") and reason.endswith("--direct add,gt`")
     results = table1_runs.run_table1([systems["caef-smollm2-135m"]], ["add_5"], work=tmp_path / "work",
                                      progress=lambda line: None)
-    assert results["caef-smollm2-135m"]["skipped"] == systems["caef-smollm2-135m"].unavailable()
+    assert results["caef-smollm2-135m"]["skipped"] == systems["caef-smollm2-135m"].unavailable(["add_5"])
+    assert "has no aligner_add, executor_add" in results["caef-smollm2-135m"]["skipped"]
+
+
+def test_a_run_asked_only_the_cells_of_the_adapters_a_tier_has_is_not_skipped_for_the_others(tmp_path, monkeypatch):
+    """A tier trained on add alone (the accelerator script's small calls) runs add_5; gt is what it lacks."""
+    _tier_without_adapters(tmp_path, monkeypatch)
+    for kind in ("executors", "aligners", "direct"):
+        (tmp_path / "checkpoints" / kind / "add").mkdir(parents=True)
+        (tmp_path / "checkpoints" / kind / "add" / loading.ADAPTER_CONFIG).write_text("{}")
+    systems = load_systems()
+    for name in ("caef-smollm2-135m", "lora-direct-smollm2-135m"):
+        assert systems[name].unavailable(["add_5", "add_10"]) is None
+    assert "has no aligner_gt, executor_gt in" in systems["caef-smollm2-135m"].unavailable()  # by default: add and gt
+    assert "has no direct_gt:" in systems["lora-direct-smollm2-135m"].unavailable()
 
 
 def test_a_run_asks_each_system_its_own_cells_and_records_why_not_the_rest(tmp_path, monkeypatch):
@@ -52,7 +66,7 @@ def test_a_run_asks_each_system_its_own_cells_and_records_why_not_the_rest(tmp_p
     asked = {}
     monkeypatch.setattr(table1_runs, "run_system", lambda system, cells, limit, work, progress: asked.update(
         {system.name: cells}) or {"cells": {}, "limit": limit})
-    monkeypatch.setattr(type(systems["caef-tiny"]), "unavailable", lambda self: None)
+    monkeypatch.setattr(type(systems["caef-tiny"]), "unavailable", lambda self, cells=None: None)
     chosen = [systems[name] for name in ("caef-tiny", "caef-smollm2-135m", "lora-direct-smollm2-135m")]
     every = ["add_5", "add_10", "add_100", "gt_5", "gt_10", "mul_1_10"]
     results = table1_runs.run_table1(chosen, every, work=tmp_path, progress=lambda line: None)

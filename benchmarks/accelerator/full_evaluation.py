@@ -66,7 +66,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-ARCHIVE = REPO / "docs" / "structured-pilot" / "rebuild2_cpu" / "add_records.tgz"  # the committed records
+RECORDS = REPO / "results" / "records"  # the committed records: <tier>-<weights>.tgz, one per weights
 PARTS = {"table1": 1000, "repeated": 200}  # N per cell: the paper's, and the repeated-digit report's
 # Settings tried against the reference, fastest first: (name, fold the adapters, dtype of the folded
 # copies, TF32 matrix products)
@@ -431,8 +431,9 @@ def main(argv=None) -> int:
                         help="auto: the fastest setting the check finds identical to the reference; a name: "
                              "that one if identical; reference: no check, float32 with peft's switching")
     parser.add_argument("--check-problems", type=int, default=2, help="problems per Table 1 cell in the check")
-    parser.add_argument("--seed-records", default=str(ARCHIVE),
-                        help="a tgz of these weights' records to take in first ('' for none)")
+    parser.add_argument("--seed-records",
+                        help="a tgz of these weights' records to take in first (default: the committed ones, "
+                             "results/records/<tier>-<weights>.tgz, where they exist; '' for none)")
     parser.add_argument("--parts", default="table1,repeated", help="table1, repeated or both (a, b: the same)")
     parser.add_argument("--table1-limit", type=int, default=PARTS["table1"], help="Table 1's N (the paper's 1000)")
     parser.add_argument("--repeated-limit", type=int, default=PARTS["repeated"], help="the repeated cells' N")
@@ -443,8 +444,9 @@ def main(argv=None) -> int:
     parser.add_argument("--bring-back", help="a folder (the device's $OUT) for records.tgz, tables.tgz, the log "
                                              "and precision_check.json")
     parser.add_argument("--smoke", action="store_true",
-                        help="a small run: add_5 and gt_5 at N=201, rep_add_10_p1 at N=201 (the committed records "
-                             "hold 200 of each: three problems to solve), one problem per cell in the check")
+                        help="a small run: add_5 and gt_5 at N=201 (the committed records hold 200 of each), "
+                             "rep_add_50_p1 at N=51 (they hold 50; a 10-digit repeated cell has only its 200): three "
+                             "problems to solve, one problem per cell in the check")
     parser.add_argument("--assemble", metavar="RECORDS_TGZ",
                         help="here, afterwards: take in a call's records.tgz and regenerate results/table1_caef.*, "
                              "failure_analysis.* and table1.* with their committed commands at the paper's N")
@@ -456,8 +458,8 @@ def main(argv=None) -> int:
     if not args.out:
         parser.error("--out is required (or --assemble)")
     if args.smoke:
-        args.table1_cells, args.repeated_cells, args.check_problems = "add_5,gt_5", "rep_add_10_p1", 1
-        args.table1_limit = args.repeated_limit = 201
+        args.table1_cells, args.repeated_cells, args.check_problems = "add_5,gt_5", "rep_add_50_p1", 1
+        args.table1_limit, args.repeated_limit = 201, 51
     limits = {"table1": args.table1_limit, "repeated": args.repeated_limit}
     wanted = {{"a": "table1", "b": "repeated"}.get(part, part) for part in args.parts.split(",")}
     args.processes = args.processes or (8 if args.device.startswith("cuda") else 1)
@@ -475,8 +477,13 @@ def main(argv=None) -> int:
 
     say(f"{' '.join(sys.argv)} on {args.device}")
     folder, weights = records_folder(args.tier, args.checkpoints)
-    if args.seed_records:
-        say(f"records: {take_in(Path(args.seed_records), folder)} taken in from {args.seed_records} into {folder}")
+    seed = args.seed_records
+    if seed is None:  # the committed records of these weights; other weights have none yet
+        seed = str(RECORDS / f"{folder.name}.tgz") if (RECORDS / f"{folder.name}.tgz").is_file() else ""
+    if seed:
+        say(f"records: {take_in(Path(seed), folder)} taken in from {seed} into {folder}")
+    else:
+        say(f"records: none committed for {folder.name}; every problem is solved here")
     parts = {part: chosen_cells(part, args.table1_cells if part == "table1" else args.repeated_cells)
              for part in PARTS if part in wanted}
     cells = {cell: limits[part] for part, names in parts.items() for cell in names}

@@ -226,7 +226,7 @@ def run_repeated(request: RepeatedRequest, say=print) -> dict:
                 "description": system.description, "limit": limit, "n_cells": len(own_cells)}
         if cell_limits:
             base["cell_limits"] = cell_limits
-        reason = system.unavailable()
+        reason = system.unavailable(own_cells)
         if reason:
             say(f"{system.name}: skipped, {reason}")
             results["systems"][system.name] = {**base, "skipped": reason}

@@ -258,13 +258,6 @@ class SuiteResults:
     def name(self) -> str:
         return RESULT_NAMES[self.suite]
 
-    @classmethod
-    def from_document(cls, suite: str, document: dict) -> SuiteResults:
-        """What a results document (its JSON file) says of itself, enough to write its report again: the
-        records folder and reused steps it names, and the cells it kept from earlier runs (`made_by`)."""
-        return cls(suite, document, Path(document["records"]), list(document.get("reuse_sources", [])),
-                   {cell: result for cell, result in document["results"].items() if "made_by" in result})
-
 
 def records_folder(model, tier: str, given: str | Path | None = None, reused_from: dict | None = None
                    ) -> tuple[Path, list]:

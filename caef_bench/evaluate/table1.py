@@ -189,13 +189,13 @@ def run_table1(systems: list[System], cells: list[str] | None = None, limit: int
         base = {"paper_row": system.paper_row, "description": system.description, "model": system.model,
                 "tasks": system.tasks, "file": str(system.path.name if system.path else ""),
                 **({"tier": system.model_args["tier"]} if "tier" in system.model_args else {})}
-        reason = system.unavailable()
+        own_cells = (cells_of or {}).get(system.name) or system.own_cells(cells)
+        reason = system.unavailable(own_cells)
         if reason:
             progress(f"{system.name}: skipped, {reason}")
             results[system.name] = {**base, "skipped": reason}
             continue
         chosen = system.lm_eval_limit(limit, limits)
-        own_cells = (cells_of or {}).get(system.name) or system.own_cells(cells)
         if system.name not in (cells_of or {}) and len(own_cells) < len(cells) and system.cells_why:
             base["cells_why"] = system.cells_why  # the cells it was not asked, and why
         if not own_cells:

@@ -13,22 +13,18 @@ lines (`records`), and `solve_to_file` resumes an interrupted run without
 redoing or losing problems.
 """
 
-from .engine import (
+from .engine import MODES, Rounds, solve_batch, solve_to_file, solve_to_files
+from .problem import (
     BUDGET_FACTOR,
     BUDGET_SLACK,
-    MODES,
     Completion,
     Problem,
     ReferenceStep,
-    Rounds,
     StepModel,
     composer_view,
     default_step_budget,
     reference_step_count,
     reference_steps,
-    solve_batch,
-    solve_to_file,
-    solve_to_files,
     to_composer_view,
 )
 from .records import (

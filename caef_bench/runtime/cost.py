@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .engine import reference_steps
+from .problem import reference_steps
 
 
 @dataclass(frozen=True)

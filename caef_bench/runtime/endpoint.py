@@ -25,7 +25,7 @@ import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
-from .engine import Completion
+from .problem import Completion
 
 RETRIED_STATUS = {408, 409, 429, 500, 502, 503, 504}
 ENV_API_KEY = "CAEF_BENCH_API_KEY"

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 
 from caef_bench.models.decoding import greedy_ids, speculative_greedy, verify_drafts
-from caef_bench.runtime.engine import Completion
+from caef_bench.runtime.problem import Completion
 from caef_bench.runtime.oracle import OracleModel
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .engine import Completion
+from .problem import Completion
 from .records import load_records
 
 WEIGHTS_FILE = "weights.json"

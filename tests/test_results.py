@@ -133,6 +133,8 @@ def _figures() -> tuple[set[tuple[int, int]], set[str], set[str]]:
         cells = [stats for entry in systems.values() for stats in entry.get("cells", {}).values()]
         if path.stem == "table1_caef":
             cells = [cell["end_to_end"] for cell in document["results"].values()]
+        if path.stem == "direct_capacity":
+            cells = [point for arm in document["arms"] for point in arm["points"]]
         pairs |= {(stats["correct"], stats["n"]) for stats in cells} | {(stats["n"] - stats["correct"], stats["n"])
                                                                          for stats in cells}
     analysis = _load(RESULTS / "failure_analysis.json")

@@ -32,7 +32,7 @@ from caef_bench.evaluate.scoring import is_correct
 from caef_bench.evaluate.suites import as_problems
 from caef_bench.models.limits import TIER_LIMITS
 from caef_bench.runtime import solve_batch
-from caef_bench.runtime.engine import reference_steps
+from caef_bench.runtime.problem import reference_steps
 from caef_bench.runtime.hf import DecodeStats, load_step_model
 from written_report import recorded, replace_section, section
 

@@ -246,7 +246,7 @@ def test_a_checkpoint_is_continued_only_by_the_run_that_started_it(tmp_path):
     assert json.loads((tmp_path / "base/manifest.json").read_text())["complete"] is True
 
 
-def test_freed_memory_goes_back_to_the_system_at_every_checkpoint(tmp_path, monkeypatch):
+def test_freed_memory_goes_back_to_the_system_at_every_checkpoint_and_logged_step(tmp_path, monkeypatch):
     import platform
 
     from caef_bench.train import loop
@@ -256,8 +256,9 @@ def test_freed_memory_goes_back_to_the_system_at_every_checkpoint(tmp_path, monk
     calls = []
     monkeypatch.setattr(loop, "return_freed_memory", lambda: calls.append(1) or True)
     model, batch = _micro_run()
-    loop.train(model, lambda step: batch, tmp_path, RunPlan(steps=6, lr=1e-3), replace(QUIET, checkpoint_every=2))
-    assert len(calls) == 3
+    loop.train(model, lambda step: batch, tmp_path, RunPlan(steps=6, lr=1e-3),
+               replace(QUIET, checkpoint_every=2, log_every=3))
+    assert len(calls) == 3 + 2  # checkpoints after steps 2, 4 and 6; loss lines after steps 3 and 6
 
 
 def test_the_train_command_measures_each_adapter_with_its_eval_per_cell_and_seed(monkeypatch):

@@ -113,7 +113,7 @@ def machine_check(cells: list[str]) -> dict:
     the longest text one of them reads."""
     from caef_bench.machines import parse_expression, run
     from caef_bench.machines.aligner import align_output
-    from caef_bench.runtime.engine import reference_step_count, reference_steps
+    from caef_bench.runtime.problem import reference_step_count, reference_steps
 
     out = {}
     for cell in cells:

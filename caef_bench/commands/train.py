@@ -6,7 +6,7 @@ import argparse
 
 
 def register(commands) -> None:
-    from caef_bench.models.positions import SCHEMES
+    from caef_bench.models.positions import checked_scheme
     from caef_bench.train.mix import SEQUENTIAL
 
     from .common import adapter_arguments
@@ -61,9 +61,15 @@ def register(commands) -> None:
                        help="--anonymous-cells, and plain digits alike too (aligners read operands as plain "
                             "digits); 'expressions': only in the sequences that begin with one (aligner (I)), so "
                             "an executor trained in the same command runs ungated")
-    train.add_argument("--position-scheme", choices=SCHEMES,
-                       help="override the position scheme (default: the preset's, or the --base's own)")
-    train.add_argument("--direct-position-scheme", choices=SCHEMES, default="standard",
+    train.add_argument("--position-scheme", type=checked_scheme,
+                       help="override the position scheme (default: the preset's, or the --base's own): standard, "
+                            "coupled, coupled-expr or coupled-hints, a coupled one optionally with its field stride "
+                            "(coupled-hints/1024: fields of up to 1,023 cells)")
+    train.add_argument("--position-offsets", type=int, metavar="N",
+                       help="shift each training sample's position ids (but <s>'s and <sep>'s) by an offset in "
+                            "0..N, so no cell is found by its distance from the segment's start (models.positions; "
+                            "for operands longer than training's)")
+    train.add_argument("--direct-position-scheme", type=checked_scheme, default="standard",
                        help="the ids the LoRA-direct adapters train with, whatever the base's (default standard, "
                             "the paper's; another is its own system, not the paper's row)")
     adapter_arguments(train)

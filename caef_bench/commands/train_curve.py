@@ -6,7 +6,7 @@ import argparse
 
 
 def register(commands) -> None:
-    from caef_bench.models.positions import SCHEMES
+    from caef_bench.models.positions import checked_scheme
 
     from .common import adapter_arguments
 
@@ -19,7 +19,7 @@ def register(commands) -> None:
     curve.add_argument("--out", default="work/direct_curve",
                        help="snapshots go to OUT/frac_<n>_<d>/direct/<op>/ (default work/direct_curve)")
     curve.add_argument("--base", help="the base the adapters train on (default: the tiny tier's, checkpoints/tiny/base)")
-    curve.add_argument("--position-scheme", choices=SCHEMES, default="standard",
+    curve.add_argument("--position-scheme", type=checked_scheme, default="standard",
                        help="the adapters' ids (default standard, the paper's; another is its own system)")
     curve.add_argument("--seed", type=int, default=0)
     curve.add_argument("--device", help="cpu, cuda, cuda:1 … (default: cuda when available)")

@@ -60,8 +60,9 @@ class OperandLimits:
 TIER_LIMITS = {
     "tiny": OperandLimits(why="its adapters were trained on the protocol's ranges only, and its coupled "
                               "position ids give each tape field 128 cells",
-                          needs="adapters trained with position ids over a longer range (docs/long-operands.md; "
-                                "measured past 100 digits in results/long_operands.md)"),
+                          needs="a base and adapters trained with longer fields of position ids "
+                                "(`--position-scheme coupled-hints/1024`; docs/long-operands.md; measured past 100 "
+                                "digits in results/long_operands.md)"),
     "smollm2-135m": OperandLimits(why="CAEF adapters for it follow the protocol's training ranges"),
     "llama-3.1-8b": OperandLimits(why="the released adapters were trained on the protocol's ranges"),
 }

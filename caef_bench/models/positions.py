@@ -60,6 +60,18 @@ would coincide, as would the last cell of a and the query of b's first cell
 (`|4[HEAD2] |7`). Only aligner (I) sees these ids: executors read the start
 state as a new prompt with coupled ids.
 Scheme "standard": 0, 1, 2, … as usual (pretrained tiers).
+
+A coupled scheme's name may carry its field stride, `coupled-hints/1024`: the ids of a field then
+start STRIDE apart instead of FIELD_STRIDE (128), so a field can hold STRIDE - 1 cells. The tiny
+base's attention reads "the same cell in the next field" as the fixed offset of its stride (its
+RoPE rotation), so weights trained under one stride are wrong under another (results/long_operands.md,
+"Single steps": the shipped adapters run under a stride of 256; docs/long-operands.md).
+
+Training may add an offset to every id of a sample but <s>'s and <sep>'s (`position_ids(..., offset=)`).
+Attention under RoPE sees only differences of ids, so one offset for the whole sample would change
+nothing; left out of the two markers it moves every cell away from the segment's start by a random
+amount, so nothing can be learned from "how far from <sep>" that a longer tape would break, while
+every offset between cells (the coupling) stays as it is.
 """
 
 from __future__ import annotations
@@ -71,8 +83,8 @@ from caef_bench.machines.ops import BY_SYMBOL
 from caef_bench.machines.text import HALT_LINE
 from caef_bench.models.tokenizer import BOS_ID, SEP_ID, TOKEN_ID, VOCAB, encode
 
-FIELD_STRIDE = 128  # more than the cells of any field (a 101-digit sum plus head room)
-SCHEMES = ("standard", "coupled", "coupled-expr", "coupled-hints")
+FIELD_STRIDE = 128  # the default stride: more than the cells of any field (a 101-digit sum plus head room)
+SCHEMES = ("standard", "coupled", "coupled-expr", "coupled-hints")  # names; a coupled one may add /STRIDE
 _SEPARATORS = frozenset({TOKEN_ID[" "], TOKEN_ID["\n"]})
 _CELLS = frozenset(TOKEN_ID[f"|{d}"] for d in "0123456789")
 _DIGITS = frozenset(TOKEN_ID[d] for d in "0123456789")
@@ -97,14 +109,15 @@ class StandardCounter(_Counter):
 class CoupledCounter(_Counter):
     """Assigns coupled position ids one token at a time (prompt and completion restart at 0)."""
 
-    def __init__(self):
+    def __init__(self, stride: int = FIELD_STRIDE):
+        self.stride = stride
         self.fields, self.cells = 0, 0
 
     def next(self, token_id: int) -> int:
         if token_id in (SEP_ID, BOS_ID):  # a new segment: the completion aligns with the prompt
             self.fields, self.cells = 0, 0
             return 0
-        position = FIELD_STRIDE * self.fields + self.cells
+        position = self.stride * self.fields + self.cells
         if token_id in _SEPARATORS:
             self.fields, self.cells = self.fields + 1, 0
         elif token_id in _CELLS:
@@ -116,8 +129,8 @@ class ExpressionCounter(CoupledCounter):
     """Scheme "coupled-expr" (see the module's docstring). Holds only ints and tuples, so a
     shallow copy is an independent counter (speculative decoding tries proposals on copies)."""
 
-    def __init__(self):
-        super().__init__()
+    def __init__(self, stride: int = FIELD_STRIDE):
+        super().__init__(stride)
         self.filled = ()  # cells of each finished field of the segment so far
         self.prompt_cell_fields = ()  # (field, cells) of the prompt's fields that hold cells
         self.segment_start = False
@@ -137,7 +150,7 @@ class ExpressionCounter(CoupledCounter):
             if self.comparison:  # <sep> is the query that writes a's top digit: the id just past that
                 field, cells = self.prompt_cell_fields[0]  # cell, as an operator gets for b
                 super().next(token_id)
-                return FIELD_STRIDE * field + cells
+                return self.stride * field + cells
             return super().next(token_id)
         if self.segment_start:  # an answer: a halt state's tapes (a, b and maybe a result) before it
             self.segment_start = False
@@ -153,13 +166,13 @@ class ExpressionCounter(CoupledCounter):
                 self.run, self.digit = self.run + 1, 0
             field, cells = self._target(self.run)
             self.digit += 1
-            return FIELD_STRIDE * field + max(0, cells - self.digit)
+            return self.stride * field + max(0, cells - self.digit)
         self.digit = min(self.digit, 0) - 1  # -1 at the first token after a digit, -2 at the next, ...
         field, cells = self._target(self.run + 1)
         # just past the top cell of the number that follows; in a comparison's answer each further
         # token one id up (the second '=' of '==', the word after '='), so no two queries share an id
         later = -1 - self.digit if self.comparison else 0
-        return FIELD_STRIDE * field + cells + later
+        return self.stride * field + cells + later
 
     def _target(self, run: int) -> tuple[int, int]:
         """(field, cells) of the prompt's tape that the run-th number of the answer copies."""
@@ -173,14 +186,14 @@ class HintCounter(ExpressionCounter):
     """Scheme "coupled-hints" (see the module's docstring): prompt() looks ahead over an
     expression prompt to give its digits the ids of the queries that write their cells."""
 
-    def __init__(self):
-        super().__init__()
+    def __init__(self, stride: int = FIELD_STRIDE):
+        super().__init__(stride)
         self.hinted = False  # inside the completion of an expression prompt
         self.in_field = 0  # tokens so far in the current field of that completion
 
     def prompt(self, ids) -> list[int]:
         positions = [self.next(i) for i in ids]
-        hints = _expression_hints(tuple(ids))
+        hints = _expression_hints(tuple(ids), self.stride)
         if hints:
             for index, position in hints.items():
                 positions[index] = position
@@ -191,7 +204,7 @@ class HintCounter(ExpressionCounter):
         if token_id in (SEP_ID, BOS_ID):
             self.hinted, self.in_field = False, 0
         elif self.hinted:  # the token's place in its field, whatever it is
-            position = FIELD_STRIDE * self.fields + self.in_field
+            position = self.stride * self.fields + self.in_field
             super().next(token_id)  # fields are still counted as ever
             self.in_field = 0 if token_id in _SEPARATORS else self.in_field + 1
             return position
@@ -201,7 +214,7 @@ class HintCounter(ExpressionCounter):
 _EXPRESSION = re.compile(r"([0-9]+)(\+|-|\*|//|>|<|==)([0-9]+)=")
 
 
-def _expression_hints(ids: tuple[int, ...]) -> dict[int, int] | None:
+def _expression_hints(ids: tuple[int, ...], stride: int = FIELD_STRIDE) -> dict[int, int] | None:
     """{index in ids: id} for the digits of a prompt <s> a OP b = <sep>, or None for another prompt."""
     if len(ids) < 2 or ids[0] != BOS_ID or ids[-1] != SEP_ID:
         return None
@@ -210,7 +223,7 @@ def _expression_hints(ids: tuple[int, ...]) -> dict[int, int] | None:
     if not match or len(text) != len(ids) - 2:  # one character per token: text index + 1 = token index
         return None
     a, symbol, b = match.groups()
-    queries = _cell_queries(symbol, len(a), len(b))
+    queries = _cell_queries(symbol, len(a), len(b), stride)
     if queries is None:
         return None
     hints = {}
@@ -221,7 +234,7 @@ def _expression_hints(ids: tuple[int, ...]) -> dict[int, int] | None:
 
 
 @lru_cache(maxsize=4096)
-def _cell_queries(symbol: str, length_a: int, length_b: int) -> tuple[int, ...] | None:
+def _cell_queries(symbol: str, length_a: int, length_b: int, stride: int = FIELD_STRIDE) -> tuple[int, ...] | None:
     """Ids of the tokens that write a's cells, then b's, in the start state of `symbol`'s machine
     (as a completion under this scheme). The layout depends only on the lengths, so operands
     a = 99…9 and b = 10…0 stand in for any with those lengths; None where the machine has no
@@ -233,7 +246,7 @@ def _cell_queries(symbol: str, length_a: int, length_b: int) -> tuple[int, ...] 
         ids = encode(BY_SYMBOL[symbol].start_text(a, b))
     except (ValueError, KeyError):
         return None
-    counter = HintCounter()
+    counter = HintCounter(stride)
     counter.next(SEP_ID)
     counter.hinted = True
     positions = [counter.next(i) for i in ids]
@@ -244,20 +257,60 @@ def _cell_queries(symbol: str, length_a: int, length_b: int) -> tuple[int, ...] 
     return tuple(positions[k - 1] for k in cells)
 
 
+def split_scheme(scheme: str) -> tuple[str, int | None]:
+    """(name, field stride) of a scheme: "coupled-hints/1024" -> ("coupled-hints", 1024); the stride is
+    FIELD_STRIDE for a coupled name alone and None for "standard". ValueError for anything else."""
+    name, _, stride = scheme.partition("/")
+    if name not in SCHEMES:
+        raise ValueError(f"unknown position scheme {scheme!r}; expected one of {SCHEMES}, a coupled one "
+                         f"optionally with /STRIDE (e.g. coupled-hints/1024)")
+    if name == "standard":
+        if stride:
+            raise ValueError(f"position scheme {scheme!r}: standard ids have no field stride")
+        return name, None
+    if not stride:
+        return name, FIELD_STRIDE
+    if not stride.isdigit() or int(stride) < 2:
+        raise ValueError(f"position scheme {scheme!r}: the field stride must be an integer of at least 2")
+    return name, int(stride)
+
+
+def checked_scheme(scheme: str) -> str:
+    """`scheme` if it names a scheme (the type of a --position-scheme flag), else argparse's error
+    with split_scheme's message."""
+    import argparse
+
+    try:
+        split_scheme(scheme)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return scheme
+
+
+def field_cells(scheme: str) -> int | None:
+    """Cells a tape field can hold under `scheme` before its ids reach the next field's (the stride,
+    the separator after the last cell included); None for standard ids, which have no fields."""
+    stride = split_scheme(scheme)[1]
+    return None if stride is None else stride - 1
+
+
 def make_counter(scheme: str):
-    counters = {"standard": StandardCounter, "coupled": CoupledCounter, "coupled-expr": ExpressionCounter,
-                "coupled-hints": HintCounter}
-    if scheme not in counters:
-        raise ValueError(f"unknown position scheme {scheme!r}; expected one of {SCHEMES}")
-    return counters[scheme]()
+    name, stride = split_scheme(scheme)
+    if name == "standard":
+        return StandardCounter()
+    return {"coupled": CoupledCounter, "coupled-expr": ExpressionCounter, "coupled-hints": HintCounter}[name](stride)
 
 
-def position_ids(ids, scheme: str) -> list[int]:
+def position_ids(ids, scheme: str, offset: int = 0) -> list[int]:
     """Position ids for a whole token sequence (with its <s>/<sep> markers), token by token,
-    exactly as decoding assigns them."""
+    exactly as decoding assigns them; `offset` (training only) is added to every id but the
+    markers' (see the module's docstring)."""
     counter = make_counter(scheme)
     ids = list(ids)
     # The prompt is whole before decoding starts, so it is counted at once (prompt() may look
     # ahead within it); the completion one token at a time.
     end = ids.index(SEP_ID) + 1 if SEP_ID in ids else len(ids)
-    return counter.prompt(ids[:end]) + [counter.next(i) for i in ids[end:]]
+    positions = counter.prompt(ids[:end]) + [counter.next(i) for i in ids[end:]]
+    if offset:
+        positions = [p if i in (BOS_ID, SEP_ID) else p + offset for p, i in zip(positions, ids)]
+    return positions

@@ -68,10 +68,9 @@ def set_position_scheme(folder: str | Path, scheme: str) -> None:
     scheme that gives the adapters already trained on it the same ids, e.g. coupled -> coupled-expr,
     which differs only on aligner (O)'s answers, or -> coupled-hints, which also changes aligner (I)'s
     ids (retrain the aligners under it: `caef-bench train --position-scheme`)."""
-    from caef_bench.models.positions import SCHEMES
+    from caef_bench.models.positions import split_scheme
 
-    if scheme not in SCHEMES:
-        raise ValueError(f"unknown position scheme {scheme!r}; expected one of {SCHEMES}")
+    split_scheme(scheme)  # ValueError for an unknown one
     path = Path(folder) / TIER_FILE
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: not a tiny base folder")

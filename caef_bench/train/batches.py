@@ -2,26 +2,38 @@
 
 from __future__ import annotations
 
+import zlib
+
 from caef_bench.models.positions import position_ids
 
 IGNORE = -100  # label value the loss skips
 
 
-def encode_sample(sample: dict, codec) -> tuple[list[int], list[int], list[int]]:
-    """(input ids, labels, position ids): prompt then completion, labels on the completion only."""
+def sample_offset(sample: dict, max_offset: int) -> int:
+    """A sample's position offset in 0..max_offset (models.positions: randomised positions), drawn
+    from its text: the same sample gets the same offset in every run and on resuming, and samples
+    drawn at random get offsets spread over the range."""
+    if max_offset <= 0:
+        return 0
+    return zlib.crc32(f"{sample['prompt']}\x00{sample['completion']}".encode()) % (max_offset + 1)
+
+
+def encode_sample(sample: dict, codec, max_offset: int = 0) -> tuple[list[int], list[int], list[int]]:
+    """(input ids, labels, position ids): prompt then completion, labels on the completion only;
+    the ids shifted by the sample's offset when max_offset > 0."""
     prompt = codec.prompt_ids(sample["prompt"])
     completion = codec.completion_ids(sample["completion"])
     ids = prompt + completion
     labels = [IGNORE] * len(prompt) + completion
-    return ids, labels, position_ids(ids, codec.scheme)
+    return ids, labels, position_ids(ids, codec.scheme, sample_offset(sample, max_offset))
 
 
-def collate(samples: list[dict], codec) -> dict:
+def collate(samples: list[dict], codec, max_offset: int = 0) -> dict:
     """Right-padded batch tensors for a causal LM (input_ids, attention_mask, position_ids, labels)."""
-    return _padded([encode_sample(s, codec) for s in samples], codec)
+    return _padded([encode_sample(s, codec, max_offset) for s in samples], codec)
 
 
-def collate_micro(samples: list[dict], codec, max_tokens: int | None) -> list[dict]:
+def collate_micro(samples: list[dict], codec, max_tokens: int | None, max_offset: int = 0) -> list[dict]:
     """One step's samples as micro-batches of similar length, each at most max_tokens padded
     tokens (rows x width; a longer sample goes alone); None or 0, or samples of similar lengths
     (padding under half the tensor): the whole batch, as collate.
@@ -32,7 +44,7 @@ def collate_micro(samples: list[dict], codec, max_tokens: int | None) -> list[di
     tokens. train() weights each micro-batch's loss by its share of the step's completion
     tokens, so the step's gradient is the whole batch's.
     """
-    encoded = [encode_sample(s, codec) for s in samples]
+    encoded = [encode_sample(s, codec, max_offset) for s in samples]
     lengths = [len(ids) for ids, _, _ in encoded]
     # Split only where padding is at least half the whole tensor: each micro-batch is one more
     # forward call, and samples of similar lengths leave little padding to save.

@@ -35,7 +35,10 @@ class Preset:
     base_batch: int = 0
     max_len: int = 100  # operand lengths 1..max_len
     curriculum_steps: int = 0  # >0: operand lengths grow from 8 to max_len over these base steps
-    position_scheme: str = "standard"
+    position_scheme: str = "standard"  # models.positions: a name, a coupled one optionally with /STRIDE
+    # > 0: each training sample's ids but <s>'s and <sep>'s shifted by an offset in 0..N (randomised
+    # positions, models.positions); decoding uses none. For operands longer than training's.
+    position_offsets: int = 0
     # What the samples are drawn from (train.mix): {share: fraction of the draws}; the rest are the
     # protocol's draws on random operands.
     mix: Mapping[str, float] = field(default_factory=dict)
@@ -86,7 +89,7 @@ class Preset:
 # and stage 2's batch (stage 1's stays the preset's). The mix's shares come as `share`, a list of
 # NAME=X (train.mix.parse), or as the flags before the mix (`<name>_share`, train.mix.SEQUENTIAL).
 OVERRIDABLE = ("base_steps", "stage1_steps", "stage2_steps", "max_len", "batch", "base_lr", "lr", "curriculum_steps",
-               "position_scheme", "lora_r", "lora_alpha", "adapter", "direct_draw")
+               "position_scheme", "position_offsets", "lora_r", "lora_alpha", "adapter", "direct_draw")
 _FIELDS_OF = {"batch": ("base_batch", "stage2_batch")}
 
 

@@ -126,10 +126,15 @@ def _write_manifest(folder: Path, manifest: dict) -> None:
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
 
 
-def _batches(source, size: int, codec, micro_tokens: int):
+def _batches(source, size: int, codec, micro_tokens: int, max_offset: int = 0):
     from caef_bench.train.batches import collate_micro
 
-    return lambda step: collate_micro(source.batch(step, size), codec, micro_tokens)
+    return lambda step: collate_micro(source.batch(step, size), codec, micro_tokens, max_offset)
+
+
+def _offsets(recipe: Preset) -> dict:
+    """A run's position offsets for its plan, only when on (runs trained before them resume as they were)."""
+    return {"position_offsets": recipe.position_offsets} if recipe.position_offsets else {}
 
 
 def _source(request: TrainRequest, kind: str, op: str, stage: int):
@@ -272,9 +277,10 @@ def _run_base_phases(request: TrainRequest, model, codec, runs: Path, micro_toke
         title = f"tiny base: all machines{f' (phase {index + 1} of {len(done.runs)})' if done.phased else ''}"
         plan = RunPlan(steps=phase_steps, lr=phase_lr, warmup=100, decay=recipe.decay,
                        data={"data": source.fingerprint, "seed": request.seed, "batch": recipe.base_batch,
-                             "positions": codec.scheme,
+                             "positions": codec.scheme, **_offsets(recipe),
                              "initialised_from": str(request.base_init) if request.base_init else None})
-        result = train(model, _batches(source, recipe.base_batch, codec, micro_tokens), phase_runs, plan,
+        result = train(model, _batches(source, recipe.base_batch, codec, micro_tokens, recipe.position_offsets),
+                       phase_runs, plan,
                        request.run_options(title))
         done.fingerprints.append(source.fingerprint)
         done.steps += result.steps
@@ -396,8 +402,8 @@ def _train_stages(peft_model, codec, request: TrainRequest, recipe: Preset, kind
                              **adapter_identity(recipe),
                              "initialised_from": str(request.adapter_init) if request.adapter_init else None,
                              # (only when on, so that the runs trained before the gate resume as they were)
-                             **_gate_flags(request, kind)})
-        result = train(peft_model, _batches(source, batch, codec, micro_tokens), runs, plan,
+                             **_gate_flags(request, kind), **_offsets(recipe)})
+        result = train(peft_model, _batches(source, batch, codec, micro_tokens, recipe.position_offsets), runs, plan,
                        request.run_options(f"{kind} {op} stage {stage}"))
         stages[f"stage{stage}"] = {"steps": result.steps, "tokens": result.tokens, "batch": batch,
                                    "precision": result.precision, "micro_batch_tokens": micro_tokens,

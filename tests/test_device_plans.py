@@ -146,3 +146,30 @@ def test_the_direct_call_runs_commands_the_cli_takes_for_every_operator(extra):
         assert (args.ops, args.device, args.stop_after) == (op, "cuda", 360.0)
     args = build_parser().parse_args(DIRECT_ADAPTERS.eval_command(Path("run"), "cuda", 100)[3:])
     assert (args.curve, args.per_cell) == (str(Path("run") / "curve"), 100)
+
+
+LONG_OPERAND_TIER = _accelerator_script("long_operand_tier")
+
+
+@pytest.mark.parametrize("smoke", [False, True])
+def test_the_long_operand_tier_call_runs_commands_the_cli_takes(smoke, tmp_path):
+    from caef_bench.evaluate.long_operands import build_parser as long_operands_parser
+
+    tier = tmp_path / "tier"
+    base = LONG_OPERAND_TIER.base_command(tier, "cuda", 3.5, 1024, 896, smoke)
+    args = build_parser().parse_args(base[3:])
+    # the base alone (every machine's transitions), pre-trained further from the shipped one, under the long ids
+    assert (args.executors, args.aligners, args.base_init) == ("", "", "checkpoints/tiny/base")
+    assert (args.position_scheme, args.position_offsets) == ("coupled-hints/1024", 896)
+    trained = []
+    for name, settings in LONG_OPERAND_TIER.STREAMS:
+        args = build_parser().parse_args(LONG_OPERAND_TIER.stream_command(settings, tier, "cuda", 3, 896, smoke)[3:])
+        assert args.base == str(tier / "base") and args.adapter_init == "checkpoints/tiny" and args.position_offsets == 896
+        trained += [f"executor_{op}" for op in args.executors.split(",") if op]
+        trained += [f"aligner_{op}" for op in args.aligners.split(",") if op]
+    length_ops = ("add", "sub", "gt", "lt", "eq")
+    assert sorted(trained) == sorted([f"executor_{op}" for op in (*length_ops, "reflection", "left_mask")]
+                                     + [f"aligner_{op}" for op in length_ops])  # each once, and all SUB calls
+    for command in LONG_OPERAND_TIER.probe_commands(tier, tmp_path, smoke):
+        probe = long_operands_parser().parse_args(command[3:])
+        assert probe.checkpoints == str(tier) and (probe.one_step or probe.beyond)

@@ -92,3 +92,48 @@ def test_the_committed_report_leads_with_its_measured_finding():
         for digits, stats in points.items():
             assert int(digits) > document["limit_digits"] and stats["n"] >= 20, (op, digits)
     assert all(s["correct"] == s["n"] for s in document["machines"].values())
+
+
+def test_one_step_probes_draw_machine_steps_and_aligner_conversions_at_any_length():
+    cases = long_operands.one_step_cases("add", 200, 4)
+    assert sorted(cases) == ["aligner_add", "executor_add"] and all(len(c) == 4 for c in cases.values())
+    assert cases == long_operands.one_step_cases("add", 200, 4)  # seeded
+    for prompt, expected in cases["executor_add"]:
+        assert prompt.startswith("ADD, ") and expected.startswith("ADD, ") and prompt.count("|") >= 400
+    (expr_in, start), (halt, answer) = cases["aligner_add"][:2]
+    assert expr_in.endswith("=") and len(expr_in) == 402 and start.startswith("ADD, q0")
+    assert "Halt state" in halt and answer == f"{answer.split('+')[0]}+{answer.split('+')[1].split('=')[0]}=" + str(
+        sum(int(x) for x in answer.split("=")[0].split("+")))
+    drawn = long_operands.one_step_cases("gt", 103, 2)  # a length no committed cell has: drawn the same way
+    assert all(len(c) == 2 for c in drawn.values())
+
+
+def test_a_probe_can_run_every_adapter_under_another_stride():
+    from caef_bench.models.codec import CaefCodec
+
+    class Model:
+        codec = CaefCodec("coupled-expr")
+        codecs = {"executor_add": CaefCodec("coupled-hints")}
+
+    model = Model()
+    long_operands.under_scheme(model, "coupled-hints/256")
+    assert model.codec.scheme == model.codecs["executor_add"].scheme == "coupled-hints/256"
+    with pytest.raises(ValueError):
+        long_operands.under_scheme(model, "coupled/abc")
+
+
+def test_the_report_lays_out_single_step_probes_by_the_ids_they_ran_under():
+    step = lambda k, n: {"n": n, "correct": k, "accuracy": k / n, "ci_low": 0.0, "ci_high": 1.0}  # noqa: E731
+    document = _document({101: 20})
+    document["one_step"] = {
+        "w under coupled-hints": {"weights": "w", "checkpoints": "shipped", "scheme": "coupled-hints", "own_scheme": True,
+                                  "field_cells": 127, "points": {"add": {"10": {"executor_add": step(20, 20)},
+                                                                         "200": {"executor_add": step(0, 20)}}}},
+        "w under coupled-hints/256": {"weights": "w", "checkpoints": "shipped", "scheme": "coupled-hints/256",
+                                      "own_scheme": False, "field_cells": 255,
+                                      "points": {"add": {"10": {"executor_add": step(0, 20)}}}}}
+    text = long_operands_markdown(document)
+    section = text.split("### Single steps")[1].split("### Next step")[0]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in section.splitlines() if line.startswith("| `")]
+    assert rows == [["`w` (shipped)", "coupled-hints", "executor_add", "20/20", "0/20"],
+                    ["`w` (shipped)", "coupled-hints/256 (not its own)", "executor_add", "0/20", "–"]]

@@ -2,6 +2,8 @@
 
     python -m caef_bench.evaluate.long_operands --beyond-tier-limits --ops add,gt --lengths 101,105,110 --n 20
     python -m caef_bench.evaluate.long_operands --machines-only      # the exact machines on the long cells
+    python -m caef_bench.evaluate.long_operands --one-step --ops add --lengths 20,100,200 --n 20 \
+        [--checkpoints TIER] [--position-scheme coupled-hints/256]   # single steps, teacher-forced
 
 A tier refuses operands past what it was built for (models.limits); this research run does not: with
 `--beyond-tier-limits` (required for any length past the tier's limit, so that nobody runs it by
@@ -31,7 +33,7 @@ from caef_bench.data.testsets import (CELLS, DEFAULT_SEED, LENGTH_OPS, LONG_LENG
                                       load_cell)
 from caef_bench.evaluate.scoring import accuracy, is_correct, verdict
 from caef_bench.models.limits import TIER_LIMITS, OperandLimits
-from caef_bench.models.positions import FIELD_STRIDE
+from caef_bench.models.positions import checked_scheme, field_cells, split_scheme
 
 RESULTS_JSON = Path("results/long_operands.json")
 RECORDS_DIR = Path("work/long_operands")
@@ -139,13 +141,50 @@ def within_limits(path: Path = TABLE1_CAEF, ops=LENGTH_OPS) -> dict:
     return {"source": str(path), "command": document["command"], "weights": document["weights"], "points": points}
 
 
-def field_cells() -> int:
-    """Cells a tape field can hold before its coupled ids reach the next field's (FIELD_STRIDE per field,
-    the separator after the last cell included)."""
-    return FIELD_STRIDE - 1
+def one_step_cases(op: str, digits: int, n: int, seed: int = DEFAULT_SEED) -> dict[str, list[tuple[str, str]]]:
+    """{adapter name: [(prompt, expected)]} for the first n problems at `digits` digits (problems_at): one
+    executor transition drawn from each problem's run (the operator's own machine), and the aligner's
+    conversions, (I) and (O) alternating, as evaluate.onestep draws them."""
+    from caef_bench.data.testsets import named_rng, render_expr, solve
+    from caef_bench.machines import run
+
+    rng = named_rng(seed, f"long_operands/one_step/{op}/{digits}")
+    executor, aligner = [], []
+    for index, row in enumerate(problems_at(op, digits, n, seed)):
+        a, b = int(row["a"]), int(row["b"])
+        machine_run = run(op, a, b)
+        executor.append(machine_run.transition(rng.randrange(len(machine_run))))
+        expr = render_expr(op, a, b)
+        aligner.append((expr, machine_run.start_text()) if index % 2 == 0
+                       else (machine_run.text(-1), expr + solve(op, a, b)))
+    return {f"executor_{op}": executor, f"aligner_{op}": aligner}
 
 
-def main(argv: list[str] | None = None) -> int:
+def one_step(step_model, op: str, digits: int, n: int, seed: int = DEFAULT_SEED) -> dict:
+    """Exact match of single steps at `digits` digits, teacher-forced (one_step_cases). Cheap where an
+    end-to-end run is not: a step of a 1,000-digit problem is one pass."""
+    from caef_bench.evaluate.onestep import generate_in_batches, score_cases
+
+    out = {}
+    for name, cases in one_step_cases(op, digits, n, seed).items():
+        step_model.activate(name)
+        codec = step_model.codec_for(name)
+        generate = lambda prompts, limits, drafts: generate_in_batches(step_model, name, prompts, limits)  # noqa: E731
+        out[name] = score_cases(generate, cases, lambda text: len(codec.completion_ids(text)), keep=2)
+    return out
+
+
+def under_scheme(step_model, scheme: str) -> None:
+    """Run every adapter of `step_model` under another position scheme (research: how the weights
+    read positions; e.g. the shipped tier under a field stride it was not trained with)."""
+    from dataclasses import replace
+
+    split_scheme(scheme)
+    step_model.codec = replace(step_model.codec, scheme=scheme)
+    step_model.codecs = {name: replace(codec, scheme=scheme) for name, codec in step_model.codecs.items()}
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m caef_bench.evaluate.long_operands", description=__doc__.splitlines()[0])
     parser.add_argument("--tier", default="tiny")
     parser.add_argument("--checkpoints")
@@ -156,9 +195,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(RESEARCH_FLAG, dest="beyond", action="store_true",
                         help="solve past the tier's operand limit (research only: the tier was not built for it)")
     parser.add_argument("--machines-only", action="store_true", help="only the exact machines on the long cells")
+    parser.add_argument("--one-step", action="store_true",
+                        help="single steps, teacher-forced, at --lengths (n problems drawn as the test cells are), "
+                             "instead of whole runs")
+    parser.add_argument("--position-scheme", type=checked_scheme,
+                        help="with --one-step: run the adapters under this scheme instead of their own "
+                             "(e.g. coupled-hints/256: is what they learned tied to the field stride?)")
     parser.add_argument("--records", type=Path, default=RECORDS_DIR)
     parser.add_argument("--out", type=Path, default=RESULTS_JSON,
                         help="the results document to update (measurements are merged into it)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     ops = [op for op in args.ops.split(",") if op]
     lengths = [int(n) for n in args.lengths.split(",") if n]
@@ -166,7 +216,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown operator(s) {', '.join(unknown)}; this run takes {', '.join(LENGTH_OPS)}")
     limits = TIER_LIMITS.get(args.tier, OperandLimits())
     beyond = [n for n in lengths if n > limits.max_digits]
-    if beyond and not args.beyond:
+    if args.position_scheme and not args.one_step:
+        parser.error("--position-scheme is for --one-step probes (whole runs use the tier's own ids)")
+    if beyond and not args.beyond and not args.one_step:
         parser.error(f"lengths {beyond} are past the {args.tier} tier's {limits.max_digits} digits; "
                      f"pass {RESEARCH_FLAG} to measure it there anyway")
 
@@ -174,7 +226,6 @@ def main(argv: list[str] | None = None) -> int:
     document.setdefault("tier", args.tier)
     document["seed"] = args.seed
     document["limit_digits"] = limits.max_digits
-    document["field_stride"] = FIELD_STRIDE
     document["trained_digits"] = {op: [1, 100] for op in LENGTH_OPS}  # the protocol's training ranges
     document["anchors"] = list(ANCHORS)
     document["within"] = within_limits()
@@ -185,7 +236,27 @@ def main(argv: list[str] | None = None) -> int:
         for cell, stats in document["machines"].items():
             print(f"{cell}: machine {stats['correct']}/{stats['n']}, {stats['model_calls_mean']} calls a run, "
                   f"longest input {stats['longest_input_chars']} chars, {stats['seconds']} s", flush=True)
-    if lengths:
+    if lengths and args.one_step:
+        from caef_bench.runtime.hf import load_step_model
+
+        model = load_step_model(args.tier, args.checkpoints, speculative=True, ops=ops)
+        from caef_bench.models.names import adapter_name
+
+        scheme = args.position_scheme or model.codec_for(adapter_name("executor", ops[0])).scheme
+        if args.position_scheme:
+            under_scheme(model, args.position_scheme)
+        probes = document.setdefault("one_step", {})
+        label = f"{model.fingerprint} under {scheme}"
+        probe = probes.setdefault(label, {"weights": model.fingerprint, "checkpoints": args.checkpoints or "shipped",
+                                          "scheme": scheme, "own_scheme": args.position_scheme is None,
+                                          "field_cells": field_cells(scheme), "points": {}})
+        for op in ops:
+            for n in lengths:
+                probe["points"].setdefault(op, {})[str(n)] = result = one_step(model, op, n, args.n, args.seed)
+                print(f"{op} {n} digits under {scheme}: " + ", ".join(
+                    f"{name} {r['correct']}/{r['n']}" for name, r in result.items()), flush=True)
+                args.out.write_text(json.dumps(document, indent=1) + "\n")
+    elif lengths:
         import torch
 
         from caef_bench.runtime.hf import load_step_model
@@ -194,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         from caef_bench.models.names import operator_adapters
 
         document["weights"] = model.fingerprint
+        document["field_stride"] = split_scheme(model.codec.scheme)[1]  # the ids runs were measured under
         document["adapters"] = {**document.get("adapters", {}), **{
             name: model.adapter_fingerprints[name] for op in ops for name in operator_adapters(op)}}
         document["torch_threads"] = torch.get_num_threads()

@@ -170,7 +170,8 @@ def one_step(step_model, op: str, digits: int, n: int, seed: int = DEFAULT_SEED)
         step_model.activate(name)
         codec = step_model.codec_for(name)
         generate = lambda prompts, limits, drafts: generate_in_batches(step_model, name, prompts, limits)  # noqa: E731
-        out[name] = score_cases(generate, cases, lambda text: len(codec.completion_ids(text)), keep=2)
+        out[name] = {**score_cases(generate, cases, lambda text: len(codec.completion_ids(text)), keep=2),
+                     "scheme": codec.scheme}  # the ids this adapter ran under
     return out
 
 
@@ -253,8 +254,8 @@ def main(argv: list[str] | None = None) -> int:
         for op in ops:
             for n in lengths:
                 probe["points"].setdefault(op, {})[str(n)] = result = one_step(model, op, n, args.n, args.seed)
-                print(f"{op} {n} digits under {scheme}: " + ", ".join(
-                    f"{name} {r['correct']}/{r['n']}" for name, r in result.items()), flush=True)
+                print(f"{op} {n} digits: " + ", ".join(
+                    f"{name} {r['correct']}/{r['n']} ({r['scheme']})" for name, r in result.items()), flush=True)
                 args.out.write_text(json.dumps(document, indent=1) + "\n")
     elif lengths:
         import torch

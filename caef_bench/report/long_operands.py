@@ -157,7 +157,8 @@ def _one_step_section(document: dict) -> list[str]:
         lengths = sorted({int(n) for points in probe["points"].values() for n in points})
         for op, points in probe["points"].items():
             for adapter in sorted({name for stats in points.values() for name in stats}):
-                ids = probe["scheme"] + ("" if probe["own_scheme"] else " (not its own)")
+                schemes = {stats[adapter].get("scheme", probe["scheme"]) for stats in points.values() if adapter in stats}
+                ids = ", ".join(sorted(schemes)) + ("" if probe["own_scheme"] else " (not its own)")
                 rows.append({"weights": f"`{probe['weights']}` ({probe['checkpoints']})", "ids": ids,
                              "adapter": adapter, **{f"{n}": (f"{points[str(n)][adapter]['correct']}/"
                                                            f"{points[str(n)][adapter]['n']}"

@@ -145,18 +145,17 @@ def one_step_cases(op: str, digits: int, n: int, seed: int = DEFAULT_SEED) -> di
     """{adapter name: [(prompt, expected)]} for the first n problems at `digits` digits (problems_at): one
     executor transition drawn from each problem's run (the operator's own machine), and the aligner's
     conversions, (I) and (O) alternating, as evaluate.onestep draws them."""
-    from caef_bench.data.testsets import named_rng, render_expr, solve
+    from caef_bench.data.testsets import named_rng
+    from caef_bench.evaluate.onestep import conversion_cases
     from caef_bench.machines import run
 
     rng = named_rng(seed, f"long_operands/one_step/{op}/{digits}")
-    executor, aligner = [], []
-    for index, row in enumerate(problems_at(op, digits, n, seed)):
-        a, b = int(row["a"]), int(row["b"])
+    pairs = [(int(row["a"]), int(row["b"])) for row in problems_at(op, digits, n, seed)]
+    executor = []
+    for a, b in pairs:
         machine_run = run(op, a, b)
         executor.append(machine_run.transition(rng.randrange(len(machine_run))))
-        expr = render_expr(op, a, b)
-        aligner.append((expr, machine_run.start_text()) if index % 2 == 0
-                       else (machine_run.text(-1), expr + solve(op, a, b)))
+    aligner = conversion_cases(op, pairs)
     return {f"executor_{op}": executor, f"aligner_{op}": aligner}
 
 

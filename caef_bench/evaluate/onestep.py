@@ -178,6 +178,12 @@ def aligner_cases(op: str, cell: str, n: int, seed: int = 0) -> list[tuple[str, 
         rng = named_rng(seed, f"onestep/aligner/{op}/{cell}")
         problems = load_cell(cell)
         pairs = [(int(problem["a"]), int(problem["b"])) for problem in rng.sample(problems, min(n, len(problems)))]
+    return conversion_cases(op, pairs)
+
+
+def conversion_cases(op: str, pairs) -> list[tuple[str, str]]:
+    """The aligner's cases for operand pairs, (I) and (O) alternating: expression -> start text for the
+    even ones, halt text -> expression with its result for the odd ones."""
     cases = []
     for index, (a, b) in enumerate(pairs):
         machine_run = run(op, a, b)

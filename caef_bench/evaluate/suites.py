@@ -372,13 +372,13 @@ def carry_over(earlier: dict, adapters: dict[str, str], cells_run: list[str]) ->
                          "its cells cannot be checked against these weights")
     kept = {}
     dropped = {cell: weights for cell, weights in earlier.get("dropped", {}).items() if cell not in cells_run}
-    for cell, result in earlier["results"].items():
+    for cell, cell_result in earlier["results"].items():
         if cell in cells_run:
             continue
-        origin = result.get("made_by") or {"command": earlier["command"], "weights": earlier["weights"],
-                                           "limit": earlier.get("limit")}
+        origin = cell_result.get("made_by") or {"command": earlier["command"], "weights": earlier["weights"],
+                                                "limit": earlier.get("limit")}
         if all(before.get(name) == adapters.get(name) for name in cell_adapters(cell)):
-            kept[cell] = {**result, "made_by": origin}
+            kept[cell] = {**cell_result, "made_by": origin}
         else:
             dropped[cell] = origin["weights"]
     return kept, dropped

@@ -137,3 +137,13 @@ def test_the_report_lays_out_single_step_probes_by_the_ids_they_ran_under():
     rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in section.splitlines() if line.startswith("| `")]
     assert rows == [["`w` (shipped)", "coupled-hints", "executor_add", "20/20", "0/20"],
                     ["`w` (shipped)", "coupled-hints/256 (not its own)", "executor_add", "0/20", "–"]]
+
+
+def test_a_document_of_single_step_probes_alone_renders(tmp_path):
+    # what the accelerator call writes first, and all it writes when its probe time runs out
+    out = tmp_path / "long_operands.json"
+    assert long_operands.main(["--one-step", "--ops", "add", "--lengths", "5", "--n", "2", "--out", str(out)]) == 0
+    document = json.loads(out.read_text())
+    assert document["field_stride"] == 128 and "beyond" not in document
+    name, text = render_markdown(document)
+    assert name == "long_operands.md" and "### Single steps" in text and "| executor_add |" in text

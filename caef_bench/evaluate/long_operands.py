@@ -243,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
         from caef_bench.models.names import adapter_name
 
         scheme = args.position_scheme or model.codec_for(adapter_name("executor", ops[0])).scheme
+        # the tier's own stride, for a document no whole run has written yet (the report reads it)
+        document.setdefault("field_stride", split_scheme(model.codec.scheme)[1])
         if args.position_scheme:
             under_scheme(model, args.position_scheme)
         probes = document.setdefault("one_step", {})

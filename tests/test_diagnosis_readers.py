@@ -84,3 +84,18 @@ def test_a_reference_without_the_candidates_problems_is_refused(tmp_path):
     _records(tmp_path / "tiny-old", "gt_5", [True])
     with pytest.raises(SystemExit, match="same problems"):
         COMPARE.compare(tmp_path / "tiny-new", tmp_path / "tiny-old")
+
+
+PROGRESS = _module("training_progress")
+
+
+def test_a_wrong_step_is_placed_in_the_state_or_in_the_command_by_where_it_first_differs():
+    prompt, expected = run("add", 45, 67).transitions()[1]
+    state, command = expected.split("\n", 1)
+    wrong_digit = next(c for c in "0123456789" if c != command.split("[OUTPUT] ")[1][0])
+    wrong_command = state + "\n" + command.replace("[OUTPUT] " + command.split("[OUTPUT] ")[1][0],
+                                                   "[OUTPUT] " + wrong_digit, 1)
+    assert PROGRESS.miss_part(expected, wrong_command) == "command"
+    assert PROGRESS.miss_part(expected, state[:5] + "X") == "state"
+    # a miss on the newline itself is still the state's (its line ended too early or too late)
+    assert PROGRESS.miss_part(expected, state + " ") == "state"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -59,11 +60,20 @@ def lora_model(base_model, name: str, source: Path, plan: dict):
     return model.eval()
 
 
-def exact_match(model, codec, cases: list[tuple[str, str]], batch: int = 8) -> tuple[int, list[dict]]:
-    """(cases right, the first wrong ones), by verify_drafts on the expected completions."""
+def miss_part(expected: str, got: str) -> str:
+    """Where a wrong completion first leaves the expected one: in its first line (an executor's next
+    state, an aligner's start state or answer) or after it (the command that the state implies)."""
+    first_miss = len(os.path.commonprefix([expected, got]))
+    newline = expected.find("\n")
+    return "command" if 0 <= newline < first_miss else "state"
+
+
+def exact_match(model, codec, cases: list[tuple[str, str]], batch: int = 8) -> tuple[int, list[dict], dict]:
+    """(cases right, the first wrong ones, how many wrong ones first miss in the state and in the
+    command), by verify_drafts on the expected completions."""
     from caef_bench.models.decoding import verify_drafts
 
-    right, wrong = 0, []
+    right, wrong, misses = 0, [], {"state": 0, "command": 0}
     for start in range(0, len(cases), batch):
         part = cases[start:start + batch]
         drafts = [codec.completion_ids(expected)[:-1] for _, expected in part]
@@ -71,10 +81,13 @@ def exact_match(model, codec, cases: list[tuple[str, str]], batch: int = 8) -> t
                                 [len(d) + 1 for d in drafts])
         for (prompt, expected), (ok, tokens) in zip(part, checked):
             right += ok
-            if not ok and len(wrong) < 3:
-                wrong.append({"prompt": prompt[-120:], "expected": expected[:120],
-                              "got (to the first miss)": codec.decode(tokens)[:120]})
-    return right, wrong
+            if ok:
+                continue
+            got = codec.decode(tokens)
+            misses[miss_part(expected, got)] += 1
+            if len(wrong) < 3:
+                wrong.append({"prompt": prompt[-120:], "expected": expected[:120], "got (to the first miss)": got[:120]})
+    return right, wrong, misses
 
 
 def main() -> None:
@@ -117,10 +130,13 @@ def main() -> None:
         cells = {}
         for cell in (c for c in cells_for(op, kind) if cell_digits(c) <= args.max_len):
             cases = cases_for(op, cell, args.per_cell, args.seed)
-            right, wrong = exact_match(model, codec, cases)
-            cells[cell] = {"n": len(cases), "correct": right, "wrong": wrong}
+            right, wrong, misses = exact_match(model, codec, cases)
+            cells[cell] = {"n": len(cases), "correct": right, "first_miss": misses, "wrong": wrong}
         results[name] = {"weights": what, "cells": cells}
         print(f"{name:<18} ({what}): " + ", ".join(f"{cell} {c['correct']}/{c['n']}" for cell, c in cells.items()),
+              flush=True)
+        print(f"{'':<18} wrong ones first miss in the state / the command: "
+              + ", ".join(f"{cell} {c['first_miss']['state']}/{c['first_miss']['command']}" for cell, c in cells.items()),
               flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"command": " ".join(sys.argv), "results": results}, indent=1) + "\n")

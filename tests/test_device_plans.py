@@ -173,3 +173,40 @@ def test_the_long_operand_tier_call_runs_commands_the_cli_takes(smoke, tmp_path)
     for command in LONG_OPERAND_TIER.probe_commands(tier, tmp_path, smoke):
         probe = long_operands_parser().parse_args(command[3:])
         assert probe.checkpoints == str(tier) and (probe.one_step or probe.beyond)
+
+
+SMOLLM2_WEIGHTS = _accelerator_script("smollm2_weights")
+
+
+def test_smollm2_weights_travel_in_parts_that_each_fit_a_call_and_join_back_byte_for_byte(tmp_path, monkeypatch):
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(bytes(range(256)) * 41 + b"tail")  # 10,500 bytes
+    parts, hold = tmp_path / "parts", tmp_path / "hold"
+    plan = SMOLLM2_WEIGHTS.split(gguf, parts, room=3_000)
+    assert [e["bytes"] for e in plan["parts"]] == [2_625] * 4
+    # one call a part, each carrying its part and the plan; the wheels with the first; then the assembly
+    assert [c["carry"][0] for c in plan["calls"][:-1]] == [".smollm2/1", ".smollm2/2", ".smollm2/3", ".smollm2/4"]
+    assert ".whl" in plan["calls"][0]["carry"] and ".whl" not in plan["calls"][1]["carry"]
+    assert "assemble" in plan["calls"][-1]["command"]
+    converted = []
+    monkeypatch.setattr("caef_bench.models.smollm2.convert_gguf", lambda path, folder: converted.append(
+        path.read_bytes()) or folder)
+    for number in (1, 2, 3):
+        SMOLLM2_WEIGHTS.keep(number, parts, hold)
+    with pytest.raises(SystemExit, match=r"parts \[4\]"):
+        SMOLLM2_WEIGHTS.assemble(parts, hold)
+    SMOLLM2_WEIGHTS.keep(4, parts, hold)
+    SMOLLM2_WEIGHTS.assemble(parts, hold)
+    assert converted == [gguf.read_bytes()]
+    # a part that arrived cut short is refused where it lands, not at the assembly
+    (parts / "2" / "part").write_bytes(b"short")
+    with pytest.raises(SystemExit, match="part 2 did not arrive whole"):
+        SMOLLM2_WEIGHTS.keep(2, parts, hold)
+
+
+def test_the_parts_are_the_fewest_that_fit_and_no_room_is_an_error():
+    sizes = SMOLLM2_WEIGHTS.part_sizes(98_362_432, 21 << 20)  # the package's GGUF, ~21 MiB of room a call
+    assert len(sizes) == 5 and sum(sizes) == 98_362_432 and max(sizes) - min(sizes) <= 1 and max(sizes) <= 21 << 20
+    assert sum(SMOLLM2_WEIGHTS.part_sizes(10, 3)) == 10 and len(SMOLLM2_WEIGHTS.part_sizes(10, 3)) == 4
+    with pytest.raises(ValueError, match="at the call's limit"):
+        SMOLLM2_WEIGHTS.part_sizes(10, 0)

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The packages a lent accelerator lacks, in a form it can install offline (nothing can be fetched there).
 # Its image holds PyTorch, safetensors, tokenizers and the rest, but its own transformers and peft, not
-# the versions this project pins (their releases differ in how adapters and position ids load).
+# the versions this project pins (their releases differ in how adapters and position ids load), and no
+# gguf, which reads SmolLM2's weights (benchmarks/accelerator/smollm2_weights.py).
 #
 #   benchmarks/accelerator/device_wheels.sh            here: .whl/site.tar.xz (ignored by git), the pinned
-#                                                      transformers and peft as installed files, xz-packed
+#                                                      transformers, peft and gguf as installed files, xz-packed
 #   benchmarks/accelerator/device_wheels.sh --install  there, first in every call that carries .whl:
 #                                                      put them in place of the image's, then this project
 #
@@ -15,15 +16,15 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 pins=$(python3 - <<'PY'
 import re
 text = open("pyproject.toml").read()
-print(" ".join(re.findall(r'"((?:transformers|peft)==[0-9.]+)"', text.split("[project.optional-dependencies]")[0])))
+print(" ".join(re.findall(r'"((?:transformers|peft|gguf)==[0-9.]+)"', text.split("[project.optional-dependencies]")[0])))
 PY
 )
 if [ "${1:-}" = --install ]; then
     site=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
-    python3 -m pip uninstall --quiet --yes transformers peft 2>/dev/null || true
+    python3 -m pip uninstall --quiet --yes transformers peft gguf 2>/dev/null || true
     tar xJf .whl/site.tar.xz -C "$site"
     python3 -m pip install --quiet --no-index --no-deps --no-build-isolation -e .
-    python3 -c "import transformers, peft, caef_bench; print('transformers', transformers.__version__, 'peft', peft.__version__)"
+    python3 -c "import transformers, peft, gguf, caef_bench; print('transformers', transformers.__version__, 'peft', peft.__version__, 'gguf ok')"
 else
     work=$(mktemp -d)
     trap 'rm -rf "$work"' EXIT

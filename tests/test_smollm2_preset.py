@@ -30,6 +30,13 @@ def test_each_direct_adapter_gets_its_executors_and_aligners_samples(op):
     assert samples("direct") == samples("executor") + samples("aligner")
 
 
+def test_direct_adapters_train_at_a_lower_rate_than_the_caef_ones_and_a_given_rate_wins():
+    # (the CAEF adapters' rate made direct_gt's loss jump and its answers collapse to False)
+    direct, executor = SMOLLM2.for_adapter("direct", "gt"), SMOLLM2.for_adapter("executor", "gt")
+    assert direct.lr < executor.lr == SMOLLM2.lr
+    assert SMOLLM2.for_adapter("direct", "gt", {"lr": 2e-3}).lr == 2e-3
+
+
 @pytest.fixture(scope="module")
 def micro_llama(tmp_path_factory) -> Path:
     from micro_model import build_micro_model

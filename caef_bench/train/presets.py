@@ -197,9 +197,13 @@ SMOLLM2_STAGE1_STEPS, SMOLLM2_STAGE1_BATCH = 10, 4  # executors only (explanatio
 SMOLLM2_STAGE2_STEPS, SMOLLM2_STAGE2_BATCH = 250, 8  # 2,000 samples per adapter: the CPU path's plan
 # Each LoRA-direct adapter gets the samples of its operator's executor (both stages) and aligner together,
 # the paper's "same data budget"; its samples are the short direct prompts, so far fewer tokens.
+# Their rate is a third of the CAEF adapters': direct_gt at 3e-3 (batch 8) had its loss jump from ~0.1
+# to 4.4 at step 310 and came out answering False to everything; at 1e-3, on the same samples, it
+# ended at 0.0017 and answered all of gt_5 and gt_10 (docs/smollm2.md). 1e-3 is the tiny tier's direct rate too.
+SMOLLM2_DIRECT_LR = 1e-3
 SMOLLM2_DIRECT_PLANS = {
     adapter_name("direct", op): {"samples": SMOLLM2_STAGE1_STEPS * SMOLLM2_STAGE1_BATCH
-                                 + 2 * SMOLLM2_STAGE2_STEPS * SMOLLM2_STAGE2_BATCH}
+                                 + 2 * SMOLLM2_STAGE2_STEPS * SMOLLM2_STAGE2_BATCH, "lr": SMOLLM2_DIRECT_LR}
     for op in ("add", "sub", "mul", "div", "gt", "lt", "eq")}
 
 PRESETS = {

@@ -31,6 +31,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # the checkout's caef_bench, installed or not (the parts' calls run before any install)
+
+from caef_bench.models.smollm2 import sha256_of  # noqa: E402  (stdlib only at import)
 PARTS = ROOT / ".smollm2"
 CALL_BYTES = 64 << 20  # what one call carries: the working tree and its carried paths
 MARGIN_BYTES = 2 << 20  # for files added between the split and the calls (logs, notes)
@@ -42,14 +45,6 @@ def travelling_bytes(root: Path = ROOT) -> int:
     listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root,
                             capture_output=True, check=True).stdout.split(b"\0")
     return sum((root / name.decode()).stat().st_size for name in listed if name and (root / name.decode()).is_file())
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def part_sizes(total: int, room: int) -> list[int]:

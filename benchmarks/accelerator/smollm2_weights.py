@@ -31,9 +31,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))  # the checkout's caef_bench, installed or not (the parts' calls run before any install)
+sys.path.insert(0, str(ROOT))  # the checkout's caef_bench: `keep` runs with a bare python3, installed or not
 
 from caef_bench.models.smollm2 import sha256_of  # noqa: E402  (stdlib only at import)
+
 PARTS = ROOT / ".smollm2"
 CALL_BYTES = 64 << 20  # what one call carries: the working tree and its carried paths
 MARGIN_BYTES = 2 << 20  # for files added between the split and the calls (logs, notes)
@@ -60,15 +61,16 @@ def split(gguf: Path, parts: Path, room: int) -> dict:
     """Write gguf's parts to parts/1..K and parts/plan.json; returns the plan."""
     shutil.rmtree(parts, ignore_errors=True)
     sizes = part_sizes(gguf.stat().st_size, room)
-    entries = []
+    entries, whole = [], hashlib.sha256()  # the whole file's digest from the same one read
     with open(gguf, "rb") as source:
         for number, size in enumerate(sizes, start=1):
             folder = parts / str(number)
             folder.mkdir(parents=True)
             data = source.read(size)
             (folder / "part").write_bytes(data)
+            whole.update(data)
             entries.append({"part": number, "bytes": size, "sha256": hashlib.sha256(data).hexdigest()})
-    plan = {"gguf_file": gguf.name, "bytes": gguf.stat().st_size, "sha256": sha256_of(gguf), "parts": entries,
+    plan = {"gguf_file": gguf.name, "bytes": sum(sizes), "sha256": whole.hexdigest(), "parts": entries,
             "calls": [{"carry": [f".smollm2/{e['part']}", ".smollm2/plan.json"] + ([WHEELS] if e["part"] == 1 else []),
                        "command": ("bash benchmarks/accelerator/device_wheels.sh --install && " if e["part"] == 1 else "")
                        + f"python3 benchmarks/accelerator/smollm2_weights.py keep {e['part']}"} for e in entries]

@@ -67,37 +67,40 @@ def test_the_budget_fits_the_plans_tokens_in_the_time_given():
 def test_both_calls_run_on_the_cpu_at_a_tiny_scale(tmp_path, monkeypatch):
     """The training call (probe, plan, one stream, archives) and the evaluation call (the adapters put in
     place, Table 1's two rows through lm-eval and Table 2, one problem) on add at 1-2 digits."""
-    from caef_bench.paths import SMOLLM2_CHECKPOINTS
+    from caef_bench import paths
 
-    if SMOLLM2_CHECKPOINTS.exists():
-        pytest.skip("the evaluation call replaces checkpoints/smollm2-135m, and this checkout has some")
+    # The evaluation call puts its adapters in place as the data root's checkpoints/smollm2-135m, which
+    # holds the shipped ones: here the data root is a folder of its own that links the rest of this one's
+    # (CAEF_BENCH_DATA, read by the call's caef-bench children too).
+    data = tmp_path / "data"
+    (data / "checkpoints").mkdir(parents=True)
+    for name in ("tasks", "baselines", "checkpoints/tiny"):
+        (data / name).symlink_to(paths.DATA_ROOT / name)
+    monkeypatch.setenv(paths.ENV_DATA, str(data))
+    monkeypatch.setattr(paths, "SMOLLM2_CHECKPOINTS", data / "checkpoints" / "smollm2-135m")
     out, run = tmp_path / "out", tmp_path / "run"
     common = ["--out", str(out), "--run", str(run), "--device", "cpu"]
     # The GGUF's conversion (once a session, minutes on a loaded CPU) is made here, before the call whose
     # --minutes it would otherwise eat: run alone, the test's training stopped at its deadline half done.
     smollm2.converted_dir()
-    try:
-        assert SCRIPT.main(["train", *common, "--ops", "add", "--max-len", "2", "--batch", "2", "--streams", "1",
-                            "--probe-seconds", "1", "--samples", "4", "--minutes", "20"]) == 0
-        plan = json.loads((out / "plan.json").read_text())
-        assert plan["samples_per_caef_adapter"] == 4 and plan["probe"]["tokens_per_s"] > 0
-        with tarfile.open(out / "adapters_1.tgz") as tar:
-            names = tar.getnames()
-        for adapter in ("executors/add", "aligners/add", "direct/add"):
-            assert f"{adapter}/adapter_model.safetensors" in names and f"{adapter}/manifest.json" in names
-        manifest = json.loads((run / "checkpoints/direct/add/manifest.json").read_text())
-        assert manifest["samples"] == 4 + 4 + 4  # its executor's (stage 2, stage 1) and its aligner's samples
-        assert SCRIPT.main(["evaluate", *common, "--cells", "add_5", "--limit", "1", "--minutes", "20"]) == 0
-        with tarfile.open(out / "evaluation.tgz") as tar:
-            names = tar.getnames()
-        assert "evaluation/table1/table1.json" in names and "evaluation/table2/table2.json" in names
-        table1 = json.loads(tar_member(out / "evaluation.tgz", "evaluation/table1/table1.json"))
-        assert set(table1["systems"]) == {"caef-smollm2-135m", "lora-direct-smollm2-135m"}
-        assert all(system["cells"]["add_5"]["n"] == 1 for system in table1["systems"].values())
-    finally:
-        import shutil
-
-        shutil.rmtree(SMOLLM2_CHECKPOINTS, ignore_errors=True)
+    assert SCRIPT.main(["train", *common, "--ops", "add", "--max-len", "2", "--batch", "2", "--streams", "1",
+                        "--probe-seconds", "1", "--samples", "4", "--minutes", "20"]) == 0
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["samples_per_caef_adapter"] == 4 and plan["probe"]["tokens_per_s"] > 0
+    with tarfile.open(out / "adapters_1.tgz") as tar:
+        names = tar.getnames()
+    for adapter in ("executors/add", "aligners/add", "direct/add"):
+        assert f"{adapter}/adapter_model.safetensors" in names and f"{adapter}/manifest.json" in names
+    manifest = json.loads((run / "checkpoints/direct/add/manifest.json").read_text())
+    assert manifest["samples"] == 4 + 4 + 4  # its executor's (stage 2, stage 1) and its aligner's samples
+    assert SCRIPT.main(["evaluate", *common, "--cells", "add_5", "--limit", "1", "--minutes", "20"]) == 0
+    with tarfile.open(out / "evaluation.tgz") as tar:
+        names = tar.getnames()
+    assert "evaluation/table1/table1.json" in names and "evaluation/table2/table2.json" in names
+    table1 = json.loads(tar_member(out / "evaluation.tgz", "evaluation/table1/table1.json"))
+    assert set(table1["systems"]) == {"caef-smollm2-135m", "lora-direct-smollm2-135m"}
+    assert all(system["cells"]["add_5"]["n"] == 1 for system in table1["systems"].values())
+    assert (data / "checkpoints/smollm2-135m/executors/add/manifest.json").is_file()
 
 
 def tar_member(archive: Path, name: str) -> str:

@@ -106,3 +106,35 @@ def test_a_lora_direct_row_is_compared_with_the_caef_row_on_its_own_base():
     assert "difference from our CAEF (caef-tiny; lora-direct-smollm2-135m's from caef-smollm2-135m)" in text
     assert "`caef-smollm2-135m` ran on add_5 only (– elsewhere): trained on add only" in text
     assert "Cells marked – for" not in text  # the long-cells note is for a CAEF row cut for time, not this one
+
+
+def test_a_smollm2_direct_row_trained_on_fewer_samples_than_its_caef_pair_says_it_is_a_lower_bound(
+        tmp_path, monkeypatch):
+    """Off the tiny tier there is no preset plan to measure a direct adapter against: its CAEF executor and
+    aligner's samples, over all their rounds, are its budget (the paper gives both the same data)."""
+    import json
+
+    from caef_bench.evaluate.table1 import direct_training_notes
+
+    _tier_without_adapters(tmp_path, monkeypatch)
+    folder = tmp_path / "ck"
+
+    def adapter(kind, steps, batch=8, earlier=None):
+        (folder / kind / "add").mkdir(parents=True)
+        manifest = {"stages": {"stage2": {"steps": steps, "batch": batch}}, "position_scheme": "standard",
+                    **({"initialised_from": earlier} if earlier else {})}
+        (folder / kind / "add" / "manifest.json").write_text(json.dumps(manifest))
+
+    adapter("executors", 500, earlier={"stages": {"stage1": {"steps": 10, "batch": 4}, "stage2": {"steps": 250,
+                                                                                               "batch": 8}}})
+    adapter("aligners", 250)
+    adapter("direct", 1005)  # 8,040 samples against the pair's 4,000 + 2,040 + 2,000
+    system = load_systems()["lora-direct-smollm2-135m"]
+    system.model_args["checkpoints"] = str(folder)
+    [note] = direct_training_notes({system.name: {"cells": {}}}, {system.name: system})
+    assert "add 8,040, CAEF 8,040, standard ids" in note and "lower bound" not in note
+    manifest = json.loads((folder / "direct/add/manifest.json").read_text())
+    manifest["stages"]["stage2"]["steps"] = 1000
+    (folder / "direct/add/manifest.json").write_text(json.dumps(manifest))
+    [note] = direct_training_notes({system.name: {"cells": {}}}, {system.name: system})
+    assert "add 8,000, CAEF 8,040" in note and "lower bound" in note and "its CAEF pair's samples" in note

@@ -262,6 +262,8 @@ def direct_training_notes(results: dict, systems: dict[str, System]) -> list[str
                 short = short or direct < budget
             if None not in caef:
                 part += f", CAEF {sum(caef):,}"
+                # off the tiny tier the budget is what its CAEF pair had (the paper gives both the same data)
+                short = short or (tier != "tiny" and direct < sum(caef))
             scheme = schemes.get(f"direct_{op}", loaded.position_scheme)
             part += f", {scheme} ids"
             draw = direct_draw(root / "direct" / op)
@@ -279,8 +281,9 @@ def direct_training_notes(results: dict, systems: dict[str, System]) -> list[str
                 + f", the samples its shipped CAEF executor and aligner had, its position ids and how its problems "
                   f"were drawn: {'; '.join(parts)}.")
         if short:
-            note += (" Below its budget a direct adapter is a lower bound on what LoRA-direct reaches at this size: "
-                     "the paper trains both on the same data budget.")
+            note += (" Below its budget (on the tiny tier its plan's, on another its CAEF pair's samples) a direct "
+                     "adapter is a lower bound on what LoRA-direct reaches at this size: the paper trains both on "
+                     "the same data budget.")
         if classes:
             note += (f" Drawn by `classes` ({', '.join(classes)}): uniform over pairs of operand lengths, as before "
                      f"issue 61, so two operands of one length, every test cell's kind, were about 1% of the draws; "

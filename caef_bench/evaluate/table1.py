@@ -256,14 +256,16 @@ def direct_training_notes(results: dict, systems: dict[str, System]) -> list[str
                 continue
             caef = [trained_samples(root / kind / op) for kind in ("executors", "aligners")]
             part = f"{op} {direct:,}"
-            budget = TINY_ADAPTER_PLANS.get(f"direct_{op}", {}).get("samples") if tier == "tiny" else None
-            if budget:
-                part += f" ({100 * direct / budget:.1f}% of {budget:,})"
-                short = short or direct < budget
-            if None not in caef:
-                part += f", CAEF {sum(caef):,}"
-                # off the tiny tier the budget is what its CAEF pair had (the paper gives both the same data)
-                short = short or (tier != "tiny" and direct < sum(caef))
+            plan = TINY_ADAPTER_PLANS.get(f"direct_{op}", {}).get("samples") if tier == "tiny" else None
+            pair = sum(caef) if None not in caef else None
+            if plan:
+                part += f" ({100 * direct / plan:.1f}% of {plan:,})"
+            if pair is not None:
+                part += f", CAEF {pair:,}"
+            # its budget: the tiny preset's plan; off the tiny tier, what its CAEF pair had (the paper gives
+            # both the same data)
+            budget = plan if tier == "tiny" else pair
+            short = short or (budget is not None and direct < budget)
             scheme = schemes.get(f"direct_{op}", loaded.position_scheme)
             part += f", {scheme} ids"
             draw = direct_draw(root / "direct" / op)

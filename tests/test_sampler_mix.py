@@ -80,3 +80,22 @@ def test_share_options_parse_as_names_and_fractions():
     for bad in (["nines"], ["nines=lots"], ["ninez=0.1"], ["nines=2"]):
         with pytest.raises(ValueError):
             mixes.parse(bad)
+
+
+def test_carry_in_draws_steps_that_write_a_digit_with_a_carry_of_one_on_the_mix_lengths():
+    """The digit such a step writes is a + b + 1: the step SmolLM2's executor_add missed end to end."""
+    from caef_bench.machines import run
+
+    source = MachineSource([("executor", "add")], 10, seed=5, mix={"carry_in": 0.5, "equal": 1.0})
+    samples = [s for step in range(40) for s in source.batch(step, 10)]
+    drawn = [s for s in samples if s["meta"].get("carry_in")]
+    assert 0.4 < len(drawn) / len(samples) < 0.6
+    for sample in drawn:
+        a, b = int(sample["meta"]["a"]), int(sample["meta"]["b"])
+        assert len(str(a)) == len(str(b))  # equal: 1.0 is every class draw's length
+        assert (sample["prompt"], sample["completion"]) == run("add", a, b).transition(sample["meta"]["step"])
+        state, command = sample["completion"].split("\n")
+        assert "[C]1 " in state and "[OUTPUT] " in command
+    # a mix without it draws as before: the roll is not made
+    plain = MachineSource([("executor", "add")], 10, seed=5, mix={"equal": 1.0})
+    assert not any(s["meta"].get("carry_in") for step in range(5) for s in plain.batch(step, 10))

@@ -56,6 +56,7 @@ SHARES = {share.name: share for share in (
     Share("top_runs", "draws", _executors(COMPARISON), "a run of one digit below a different top digit (9777…7)"),
     Share("carry_runs", "draws", _executors(("add",)), "a carry through a run of 11-100 9s, where it stops"),
     Share("composer_calls", "draws", _executors(tuple(CALLERS)), "the calls SUB, MUL and DIV runs make"),
+    Share("carry_in", "draws", _executors(("add",)), "ADD's steps whose next state holds a carry of 1"),
     # operand kinds of the protocol's draw (what is left of the draws: random operands)
     Share("structured", "draws", lambda kind, op: True,
           "structured operands: runs of one digit, round numbers, periodic patterns, a == b, ... (data.structured)"),
@@ -74,7 +75,7 @@ SHARES = {share.name: share for share in (
     Share("top_steps_structured", "top_steps draws", _executors(("add",)),
           "structured operands, half at any step (and SUB's draws take both its ADD calls)"),
 )}
-SAMPLERS = ("nines", "top_steps", "wide", "sub_calls", "deciding_steps", "top_runs", "carry_runs", "composer_calls")
+SAMPLERS = ("nines", "top_steps", "wide", "sub_calls", "deciding_steps", "top_runs", "carry_runs", "composer_calls", "carry_in")
 OPERANDS = ("structured", "same", "near")
 LENGTHS = ("equal", "short", "long")
 

@@ -101,6 +101,17 @@ class MachineSource:
             self._allowed[(op, longest, pool)] = allowed
         return allowed
 
+    @staticmethod
+    def pool(rng: random.Random, chances) -> str:
+        """The pool of length classes a draw takes (equal, short, long or all), rolled on the mix's shares."""
+        if chances.lengths:
+            roll, below = rng.random(), 0.0
+            for name, share in zip(mixes.LENGTHS, chances.lengths):
+                below += share
+                if roll < below:
+                    return name
+        return "all"
+
     def transition(self, op: str, machine_run, step: int, meta: dict) -> dict:
         """One transition of a run of op's machine as a sample; a stage-1 prompt opens with the
         machine's explanation. meta gets the step (where it already names one, in its place)."""
@@ -120,15 +131,7 @@ class MachineSource:
     def _protocol_draw(self, kind: str, op: str, rng: random.Random, longest: int | None, chances) -> dict:
         """The protocol's draw (a length class, operands, a step), on the operand kind the mix rolls."""
         returns = chances.returns and rng.random() < chances.returns
-        pool = "all"
-        if chances.lengths:
-            roll, below = rng.random(), 0.0
-            for name, share in zip(mixes.LENGTHS, chances.lengths):
-                below += share
-                if roll < below:
-                    pool = name
-                    break
-        allowed = self.classes(op, longest, pool)
+        allowed = self.classes(op, longest, self.pool(rng, chances))
         pair, changed = "random", None
         if chances.structured and rng.random() < chances.structured:
             pair = "structured"

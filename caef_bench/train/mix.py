@@ -75,7 +75,8 @@ SHARES = {share.name: share for share in (
     Share("top_steps_structured", "top_steps draws", _executors(("add",)),
           "structured operands, half at any step (and SUB's draws take both its ADD calls)"),
 )}
-SAMPLERS = ("nines", "top_steps", "wide", "sub_calls", "deciding_steps", "top_runs", "carry_runs", "composer_calls", "carry_in")
+SAMPLERS = ("nines", "top_steps", "wide", "sub_calls", "deciding_steps", "top_runs", "carry_runs", "composer_calls",
+            "carry_in")
 OPERANDS = ("structured", "same", "near")
 LENGTHS = ("equal", "short", "long")
 

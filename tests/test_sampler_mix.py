@@ -99,3 +99,33 @@ def test_carry_in_draws_steps_that_write_a_digit_with_a_carry_of_one_on_the_mix_
     # a mix without it draws as before: the roll is not made
     plain = MachineSource([("executor", "add")], 10, seed=5, mix={"equal": 1.0})
     assert not any(s["meta"].get("carry_in") for step in range(5) for s in plain.batch(step, 10))
+
+
+def test_carry_to_ten_draws_the_steps_where_a_carry_makes_a_digit_pair_ten():
+    """a + b = 9 under the heads with a carry of 1: the command writes 0 and carries 1 again."""
+    from caef_bench.machines import run
+
+    source = MachineSource([("executor", "add")], 10, seed=3, mix={"carry_to_ten": 0.5})
+    samples = [s for step in range(30) for s in source.batch(step, 10)]
+    drawn = [s for s in samples if s["meta"].get("carry_to_ten")]
+    assert 0.4 < len(drawn) / len(samples) < 0.6
+    for sample in drawn:
+        a, b = int(sample["meta"]["a"]), int(sample["meta"]["b"])
+        step = sample["meta"]["step"]
+        assert (sample["prompt"], sample["completion"]) == run("add", a, b).transition(step)
+        state, command = sample["completion"].split("\n")
+        assert "[C]1 " in state and command.startswith("CMD: [C] 1, [OUTPUT] 0,")
+        # the pair the heads reach: digit `step` from the right (0 past an operand's top), plus the carry
+        digit = [int(str(n)[::-1][step]) if step < len(str(n)) else 0 for n in (a, b)]
+        assert sum(digit) == 9
+
+
+def test_longest_draws_two_operands_of_the_longest_length_and_leaves_other_mixes_as_they_were():
+    source = MachineSource([("aligner", "gt")], 10, seed=2, mix={"longest": 0.5, "equal": 0.5})
+    samples = [s for step in range(40) for s in source.batch(step, 10)]
+    longest = [s for s in samples if len(s["meta"]["a"]) == len(s["meta"]["b"]) == 10]
+    # half the draws are (10, 10); of the others, half are equal lengths of which a tenth are 10
+    assert 0.45 < len(longest) / len(samples) < 0.65
+    with_zero = MachineSource([("aligner", "gt")], 10, seed=2, mix={"longest": 0.0, "equal": 0.5})
+    without = MachineSource([("aligner", "gt")], 10, seed=2, mix={"equal": 0.5})
+    assert with_zero.batch(3, 10) == without.batch(3, 10)

@@ -57,6 +57,7 @@ SHARES = {share.name: share for share in (
     Share("carry_runs", "draws", _executors(("add",)), "a carry through a run of 11-100 9s, where it stops"),
     Share("composer_calls", "draws", _executors(tuple(CALLERS)), "the calls SUB, MUL and DIV runs make"),
     Share("carry_in", "draws", _executors(("add",)), "ADD's steps whose next state holds a carry of 1"),
+    Share("carry_to_ten", "draws", _executors(("add",)), "ADD's steps whose digit pair and carry of 1 make 10"),
     # operand kinds of the protocol's draw (what is left of the draws: random operands)
     Share("structured", "draws", lambda kind, op: True,
           "structured operands: runs of one digit, round numbers, periodic patterns, a == b, ... (data.structured)"),
@@ -67,6 +68,8 @@ SHARES = {share.name: share for share in (
     Share("equal", "class draws", lambda kind, op: op not in OWN_LENGTHS, "operands of equal length"),
     Share("short", "class draws", lambda kind, op: op not in OWN_LENGTHS, "operands of at most 10 digits"),
     Share("long", "class draws", lambda kind, op: op not in OWN_LENGTHS, "a longer operand above 50 digits"),
+    Share("longest", "class draws", lambda kind, op: op not in OWN_LENGTHS,
+          "two operands of the longest length drawn (max_len, or the curriculum's)"),
     Share("returns", "class draws", lambda kind, op: kind == "executor" and OPERATIONS[op].machine in COMPOSERS,
           "the steps reading a callee's halt state (sub, mul, div)"),
     Share("structured_long", "structured draws", lambda kind, op: op not in ("mul", "div"),
@@ -76,7 +79,7 @@ SHARES = {share.name: share for share in (
           "structured operands, half at any step (and SUB's draws take both its ADD calls)"),
 )}
 SAMPLERS = ("nines", "top_steps", "wide", "sub_calls", "deciding_steps", "top_runs", "carry_runs", "composer_calls",
-            "carry_in")
+            "carry_in", "carry_to_ten")
 OPERANDS = ("structured", "same", "near")
 LENGTHS = ("equal", "short", "long")
 
@@ -114,6 +117,7 @@ class Chances:
     structured_long: float = 0.0
     nines_long: float = 0.0
     top_steps_structured: float = 0.0
+    longest: float = 0.0  # of the class draws, rolled before the length pools
 
 
 def _chance(share: Fraction, left: Fraction) -> Fraction:
@@ -143,7 +147,7 @@ def chances(kind: str, op: str, mix: Mapping[str, float]) -> Chances:
                    near=float(_chance(shares.get("near", Fraction(0)), unstructured)),
                    lengths=lengths if any(lengths) else None,
                    **{name: float(shares.get(name, 0)) for name in
-                      ("returns", "structured_long", "nines_long", "top_steps_structured")})
+                      ("returns", "structured_long", "nines_long", "top_steps_structured", "longest")})
 
 
 def fingerprint(adapters: list[tuple[str, str]], mix: Mapping[str, float]) -> str:

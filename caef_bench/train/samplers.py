@@ -248,15 +248,32 @@ def carry_in(source, op: str, rng: random.Random, longest: int | None, chances) 
     SmolLM2's executor_add answered add_5 and add_10 with 43 of its 46 end-to-end misses there (the
     digit one off, the carry mostly left out; docs/smollm2.md) while a step drawn anywhere read 50/50:
     such steps are ~40% of random draws, and the one digit is one token of the ~70 each draw teaches."""
+    return _add_step_where(source, op, rng, longest, chances, "carry_in", lambda command: "[OUTPUT] " in command)
+
+
+def carry_to_ten(source, op: str, rng: random.Random, longest: int | None, chances) -> dict:
+    """A step of ADD whose next state holds a carry of 1 and whose next command writes 0 and carries 1
+    again: the digit pair under the heads sums to 9, and a + b + 1 = 10. After the carry_in round,
+    5 of SmolLM2's 9 executor misses at add_10 were this step answered `[C] 0, [OUTPUT] 9` (a + b, the
+    carry left out once more); on 10-digit pairs it is ~1 in 12 of carry_in's steps and ~1 in 28 of all. Operands
+    without such a step are drawn again, which leans the draws towards the classes' longer operands."""
+    return _add_step_where(source, op, rng, longest, chances, "carry_to_ten",
+                           lambda command: command.startswith("CMD: [C] 1, [OUTPUT] 0,"))
+
+
+def _add_step_where(source, op: str, rng: random.Random, longest: int | None, chances, name: str,
+                    writes: Callable[[str], bool]) -> dict:
+    """A step of ADD on random operands of a class the mix's length shares draw, whose next state holds
+    a carry of 1 and whose next command passes `writes`; operands without one are drawn again."""
     allowed = source.classes(op, longest, source.pool(rng, chances))
     while True:
         a, b = _unexcluded(source, op, lambda: draw_operands(op, rng.choice(allowed), rng))
         machine_run = run(op, a, b)
         steps = [step for step, (_, target) in enumerate(machine_run.transitions())
-                 if "[C]1 " in target.split("\n")[0] and "[OUTPUT] " in target.split("\n")[-1]]
+                 if "[C]1 " in target.split("\n")[0] and writes(target.split("\n")[-1])]
         if steps:
             break
-    meta = {"kind": "executor", "op": op, "a": str(a), "b": str(b), "carry_in": True}
+    meta = {"kind": "executor", "op": op, "a": str(a), "b": str(b), name: True}
     return source.transition(op, machine_run, rng.choice(steps), meta)
 
 
@@ -264,4 +281,5 @@ def carry_in(source, op: str, rng: random.Random, longest: int | None, chances) 
 # in the order an adapter's draw rolls for them: the shipped draws depend on it.
 REGISTRY: dict[str, Callable[..., dict]] = {
     "nines": nines, "top_steps": top_steps, "wide": wide, "sub_calls": sub_calls, "deciding_steps": deciding_steps,
-    "top_runs": top_runs, "carry_runs": carry_runs, "composer_calls": composer_calls, "carry_in": carry_in}
+    "top_runs": top_runs, "carry_runs": carry_runs, "composer_calls": composer_calls, "carry_in": carry_in,
+    "carry_to_ten": carry_to_ten}

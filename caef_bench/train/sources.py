@@ -95,6 +95,9 @@ class MachineSource:
                 allowed = [c for c in allowed if max(c) <= SHORT]
             elif pool == "long":
                 allowed = [c for c in allowed if max(c) > LONG] or allowed  # (a curriculum below LONG: all)
+            elif pool == "longest":  # two operands of the longest length allowed
+                top = max(max(c) for c in allowed)
+                allowed = [c for c in allowed if c == (top, top)] or allowed
             elif pool == "equal_long":  # two operands of one length above LONG (LEFT_MASK's one operand)
                 allowed = ([c for c in allowed if c[0] == c[1] and c[0] > LONG]
                            or [c for c in allowed if max(c) > LONG] or allowed)
@@ -103,7 +106,10 @@ class MachineSource:
 
     @staticmethod
     def pool(rng: random.Random, chances) -> str:
-        """The pool of length classes a draw takes (equal, short, long or all), rolled on the mix's shares."""
+        """The pool of length classes a draw takes (longest, equal, short, long or all), rolled on the mix's
+        shares (longest first: no roll is made without it, so the draws of mixes before it are unchanged)."""
+        if chances.longest and rng.random() < chances.longest:
+            return "longest"
         if chances.lengths:
             roll, below = rng.random(), 0.0
             for name, share in zip(mixes.LENGTHS, chances.lengths):

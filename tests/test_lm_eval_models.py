@@ -138,3 +138,23 @@ def test_caef_without_records_to_reuse_generates_every_call(tmp_path, capsys):
     assert caef.generate_until(_requests(["45+67="])) == ["112"]
     assert "no records to reuse" in capsys.readouterr().err
     assert {adapter for adapter, _ in model.calls} == {"aligner_add", "executor_add"}
+
+
+def test_caef_answers_unchanged_adapters_calls_from_an_earlier_lm_eval_runs_records(tmp_path):
+    """Its records folder names the weights and adapters it ran (weights.json), so a later run on weights
+    where one adapter changed answers the others' calls from it, and says where they came from."""
+    from caef_bench.runtime.reuse import read_weights
+
+    adapters = {"aligner_add": "a1", "executor_add": "e1"}
+    first = CaefLM(step_model=_FingerprintedOracle(adapters), records=str(tmp_path / "lm"), tier="tiny")
+    assert first.generate_until(_requests(["45+67="])) == ["112"]
+    assert read_weights(first.records.parent) == {"weights": "w1", "adapters": adapters, "reused_from": []}
+
+    changed = _FingerprintedOracle({**adapters, "executor_add": "e2"})
+    changed.fingerprint = "w2"
+    again = CaefLM(step_model=changed, records=str(tmp_path / "lm"), reuse_steps=str(first.records.parent))
+    assert again.records.parent != first.records.parent
+    assert again.generate_until(_requests(["45+67="])) == ["112"]
+    assert {adapter for adapter, _ in changed.calls} == {"executor_add"}
+    assert read_weights(again.records.parent)["reused_from"] == [{"folder": str(first.records.parent),
+                                                                  "weights": "w1"}]

@@ -67,7 +67,7 @@ class CaefLM(_NoLoglikelihood, LM):
     model_args: tier (tiny, smollm2-135m, llama-3.1-8b), checkpoints (an adapter folder), device,
     records (a folder: every problem's traced record is appended to `lm_eval.jsonl` there, and a
     rerun solves only the expressions it does not hold), speculative (default true; false is the
-    paper's loop), reuse_steps (a records folder of `caef-bench run`, or the root holding
+    paper's loop), reuse_steps (a records folder of `caef-bench run` or of this model, or the root holding
     `<tier>-<weights>/` folders: calls to adapters unchanged since those records are answered from
     them, as `run --reuse-steps` does, and an expression the caef suite has solved end to end, with
     every adapter its cell calls unchanged, is answered with that record (a copy, which says
@@ -91,8 +91,16 @@ class CaefLM(_NoLoglikelihood, LM):
         weights = getattr(step_model, "fingerprint", None) or "model"
         self.records = Path(records) / f"{tier}-{weights}" / "lm_eval.jsonl" if records else None
         self.solved = {}  # expression -> the caef suite's record of it, where every adapter it calls is unchanged
+        source = None  # the records whose steps answer unchanged adapters' calls: {"folder", "weights"}
         if reuse_steps:
-            self.step_model, self.solved = _reusing_steps(step_model, Path(reuse_steps), f"{tier}-{weights}")
+            self.step_model, self.solved, source = _reusing_steps(step_model, Path(reuse_steps), f"{tier}-{weights}")
+        adapters = getattr(step_model, "adapter_fingerprints", None)
+        if self.records is not None and adapters:  # as `caef-bench run` names its records' weights, so that a
+            # later lm-eval run on other weights can answer the unchanged adapters' calls from these (reuse_steps)
+            from caef_bench.runtime.reuse import write_weights
+
+            self.records.parent.mkdir(parents=True, exist_ok=True)
+            write_weights(self.records.parent, weights, adapters, source)
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         from caef_bench.runtime import Problem, load_records, solve_batch, solve_to_file
@@ -186,8 +194,9 @@ class CaefDirectLM(_NoLoglikelihood, LM):
 
 
 def _reusing_steps(step_model, folder: Path, weights_folder: str):
-    """`step_model` answering the calls of its unchanged adapters from the records under `folder`, and
-    {expression: record} of the caef suite's records there whose cells call unchanged adapters only."""
+    """`step_model` answering the calls of its unchanged adapters from the records under `folder`,
+    {expression: record} of the caef suite's records there whose cells call unchanged adapters only, and
+    the source ({"folder", "weights"}) or None where there is none."""
     from dataclasses import replace
 
     from caef_bench.data.testsets import CELLS
@@ -199,7 +208,7 @@ def _reusing_steps(step_model, folder: Path, weights_folder: str):
         folder = folder / weights_folder  # the root of `caef-bench run`'s records: these weights' own folder
     if not (folder / WEIGHTS_FILE).is_file():
         print(f"caef: no records to reuse steps from at {folder}; every call is generated", file=sys.stderr)
-        return step_model, {}
+        return step_model, {}, None
     earlier = read_weights(folder)
     unchanged = unchanged_adapters(earlier["adapters"], step_model.adapter_fingerprints)
     files = sorted(folder.glob("*.jsonl"))
@@ -214,7 +223,8 @@ def _reusing_steps(step_model, folder: Path, weights_folder: str):
     print(f"caef: calls to {len(unchanged)} unchanged adapters answered from {len(files)} records files in "
           f"{folder} where they hold the same prompt; {len(solved)} expressions answered with the caef suite's "
           "record of them", file=sys.stderr)
-    return ReusedSteps.from_records(step_model, files, unchanged), solved
+    source = {"folder": str(folder), "weights": earlier["weights"]}
+    return ReusedSteps.from_records(step_model, files, unchanged), solved, source
 
 
 def _operator_of_direct_prompt(context: str) -> str:

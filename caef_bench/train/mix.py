@@ -229,7 +229,13 @@ def _one_roll(chance: Mapping[str, Fraction], names: tuple[str, ...]) -> dict[st
 
 def to_sequential(kind: str, op: str, mix: Mapping[str, float]) -> dict[str, float]:
     """The sequential settings that draw `mix` for this adapter (from_sequential's inverse), so an old
-    `--<name>-share` flag can replace one of them."""
+    `--<name>-share` flag can replace one of them. Shares newer than those flags have no setting to
+    carry them, so a mix that applies one is refused, not drawn without it."""
+    # nines_long is the old long_share's second effect (from_sequential), carried by long_share
+    newer = sorted(name for name in applying(kind, op, mix) if name not in {*SEQUENTIAL.values(), "nines_long"})
+    if newer:
+        raise ValueError(f"{kind}_{op}: its mix has {', '.join(newer)}, which no `--<name>-share` flag sets; "
+                         "give the shares as --share NAME=X instead of the old flags")
     rolls = chances(kind, op, mix)
     old = {new: name for name, new in SEQUENTIAL.items()}
     settings = {old[name]: chance for name, chance in rolls.samplers}

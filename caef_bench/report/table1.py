@@ -17,6 +17,9 @@ CELL_COLUMN = {f"{op}_{n}": n for op in ("add", "sub", "gt", "lt", "eq") for n i
 CELL_COLUMN.update({"mul_1_10": "1-10", "div_1_10": "1-10"})
 
 
+TIER_MARKERS = {"tiny": "o", "smollm2-135m": "s", "llama-3.1-8b": "D"}  # any other system: a triangle
+
+
 def _op(cell: str) -> str:
     return cell.partition("_")[0]
 
@@ -205,8 +208,9 @@ def table1_figure(results: dict, path: str | Path) -> None:
                 continue
             values = [next((100 * s["accuracy"] for c, s in result["cells"].items()
                             if _op(c) == op and CELL_COLUMN[c] == column), None) for column in columns]
-            ax.plot(x, values, marker="o", color=colors.get(result.get("paper_row"), "tab:gray"),
-                    label=f"{name} (ours)")
+            # the colour is the paper row a system stands for, the marker its tier (two CAEF rows apart)
+            ax.plot(x, values, marker=TIER_MARKERS.get(result.get("tier"), "^"),
+                    color=colors.get(result.get("paper_row"), "tab:gray"), label=f"{name} (ours)")
         for row in PAPER_ROWS:
             values = [paper.get(OP_NAMES[op], {}).get(row, {}).get(column) for column in columns]
             ax.plot(x, values, linestyle="--", marker="x", color=colors[row], alpha=0.7, label=f"{row} (paper)")
@@ -219,7 +223,8 @@ def table1_figure(results: dict, path: str | Path) -> None:
     axes.flat[-1].legend(handles, labels, loc="center", fontsize=9)
     for ax in axes[:, 0]:
         ax.set_ylabel("accuracy %")
-    fig.suptitle("Table 1: accuracy against operand length (ours solid, the paper dashed)")
+    fig.suptitle("Table 1: accuracy against operand length (ours solid: circles the tiny tier, squares the SmolLM2 "
+                 "tier, triangles other models; the paper dashed)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

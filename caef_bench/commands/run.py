@@ -77,6 +77,9 @@ def _solver_options(suite: argparse.ArgumentParser) -> None:
     suite.add_argument("--per-cell", action="store_true",
                        help="solve one cell after another (default: every cell's problems in the same batched "
                             "rounds; the records are the same)")
+    suite.add_argument("--reuse-steps", metavar="RECORDS",
+                       help="an earlier run's records folder: calls to adapters that are unchanged since (same "
+                            "bytes, base and position scheme) are answered from its records, the rest generated")
 
 
 def _table1_options(suite: argparse.ArgumentParser, name: str) -> None:
@@ -92,9 +95,6 @@ def _caef_options(suite: argparse.ArgumentParser, name: str) -> None:
     suite.add_argument("--keep-unchanged", action="store_true",
                        help="keep the other cells of the results file in --out whose adapters are byte-identical "
                             "to these weights' (each says which command made it); drop the rest")
-    suite.add_argument("--reuse-steps", metavar="RECORDS",
-                       help="an earlier run's records folder: calls to adapters that are unchanged since (same "
-                            "bytes, base and position scheme) are answered from its records, the rest generated")
     suite.set_defaults(handler=run_caef_suite)
 
 
@@ -189,7 +189,8 @@ def run_repeated(args: argparse.Namespace) -> int:
         limits=system_limits(args.limits, systems), cells_of=cells_of(args.cells_of, systems, cells, select_cells),
         seed=args.seed, onestep_per_cell=args.onestep_per_cell,
         onestep_cells=tuple(select_cells(args.onestep_cells)) if args.onestep_cells else None,
-        speculative=not args.no_speculative, device=device(args), per_cell=args.per_cell)
+        speculative=not args.no_speculative, device=device(args), per_cell=args.per_cell,
+        reuse_steps=Path(args.reuse_steps) if args.reuse_steps else None)
     results = run_systems(request, say=say)
     if previous is not None:
         results = with_previous(results, previous, args.previous)

@@ -26,7 +26,7 @@ from caef_bench.data.testsets import load_cell, match_cells, repeated_cells
 from caef_bench.evaluate.failures import classify_answer, classify_step, failure_entry
 from caef_bench.evaluate.onestep import SUB_CALLEES, aligner_cases, executor_cases, repeated_cells_for, score_cases
 from caef_bench.evaluate.scoring import extract_answer, wilson_interval
-from caef_bench.evaluate.suites import records_folder, run_caef
+from caef_bench.evaluate.suites import Reuse, records_folder, reusing, run_caef
 from caef_bench.evaluate.systems import System
 from caef_bench.evaluate.table1 import read_samples, reply_text, run_system, system_folder
 from caef_bench.models.names import adapter_name, split_adapter_name
@@ -55,10 +55,13 @@ def control_of(cell: str) -> str:
 # --------------------------------------------------------------------------- CAEF end to end
 
 
-def run_caef_repeated(model, cells: list[str], limit, records_dir: Path, progress=None, per_cell: bool = False) -> dict:
+def run_caef_repeated(model, cells: list[str], limit, records_dir: Path, progress=None, per_cell: bool = False,
+                      reuse: Reuse | None = None) -> dict:
     """CAEF traced on every cell (resumable records), each cell's failures classified; `limit` is N for
-    every cell, or a function of the cell; every cell's problems in the same rounds unless `per_cell`."""
-    summaries = run_caef(model, cells, limit, records_dir, progress, per_cell=per_cell)  # (failures classified there)
+    every cell, or a function of the cell; every cell's problems in the same rounds unless `per_cell`;
+    with `reuse`, calls to unchanged adapters answered from an earlier run's records of the same cells."""
+    # (each cell's failures are classified there)
+    summaries = run_caef(model, cells, limit, records_dir, progress, reuse=reuse, per_cell=per_cell)
     results = {}
     for cell in cells:
         summary = summaries[cell]
@@ -67,6 +70,7 @@ def run_caef_repeated(model, cells: list[str], limit, records_dir: Path, progres
                          "trace_errors": summary["exact trace"]["n"] - summary["exact trace"]["correct"],
                          "outcomes": summary["outcomes"], "resumed": summary["resumed"], "carried": summary["carried"],
                          "runs_with_cut_steps": summary["runs_with_cut_steps"],
+                         "model_calls": summary["model_calls"], "reused_calls": summary["reused_calls"],
                          "failures": summary["failures"]}
     return results
 
@@ -204,6 +208,7 @@ class RepeatedRequest:
     speculative: bool = True
     device: str | None = None
     per_cell: bool = False  # CAEF: one cell after another, not all cells' problems in the same rounds
+    reuse_steps: Path | None = None  # an earlier run's records folder, for calls to unchanged adapters
 
     def limit_of(self, system: System, cell: str | None = None) -> int | None:
         return system.problems_per_cell(self.limit, self.limits, cell)
@@ -239,18 +244,19 @@ def run_repeated(request: RepeatedRequest, say=print) -> dict:
         tier = system.resolved_model_args().get("tier", request.tier)
         step_model = step_model or load_step_model(tier, request.checkpoints, speculative=request.speculative,
                                                    device=request.device)
-        records, _ = records_folder(step_model, tier, request.records)
+        reuse, source = reusing(request.reuse_steps, step_model, say)
+        records, sources = records_folder(step_model, tier, request.records, source)
         results.update(tier=tier, weights=step_model.fingerprint, adapters=step_model.adapter_fingerprints,
                        position_scheme=getattr(step_model.codec, "scheme", None),
                        # CAEF's own adapters; LoRA-direct ones in the same folder play no part here
                        adapter_position_schemes={name: codec.scheme for name, codec in sorted(step_model.codecs.items())
                                                  if split_adapter_name(name)[0] != "direct"},
-                       records=str(records))
+                       records=str(records), reuse_sources=sources)
         say(f"{system.name}: {len(own_cells)} cells, {limit or 'all'} problems each"
             + "".join(f" ({n} on {pattern})" for pattern, n in cell_limits.items())
             + f", traced (records: {records}/)")
         cells_done = run_caef_repeated(step_model, own_cells, lambda cell: request.limit_of(system, cell), records,
-                                       per_cell=request.per_cell, progress=lambda cell, r: say(
+                                       per_cell=request.per_cell, reuse=reuse, progress=lambda cell, r: say(
             f"  {cell}: {r['end_to_end']['n'] - r['end_to_end']['correct']}/{r['end_to_end']['n']} wrong"))
         results["systems"][system.name] = {**base, "records": str(records), "cells": cells_done}
     if request.onestep_per_cell:

@@ -279,16 +279,22 @@ def steps_to_reuse(folder: str | Path, model) -> tuple[Reuse, dict, list[str]]:
     return reuse, {"folder": str(folder), "weights": earlier["weights"]}, changed
 
 
+def reusing(folder: str | Path | None, model, say=print) -> tuple[Reuse | None, dict | None]:
+    """`steps_to_reuse` for a run given `--reuse-steps FOLDER` (None: nothing reused), said as it starts."""
+    if not folder:
+        return None, None
+    reuse, source, changed = steps_to_reuse(folder, model)
+    say(f"reusing steps of {len(reuse.adapters)} unchanged adapters from {folder} "
+        f"(weights {source['weights']}); changed or new: {', '.join(changed) or 'none'}")
+    return reuse, source
+
+
 def run_suite(model, request: SuiteRequest, out: Path, progress=None, say=print) -> SuiteResults:
     """Solve (or read from the records) every cell of a CAEF suite and assemble its results document."""
     import json
     import time
 
-    reuse, source = None, None
-    if request.reuse_steps:
-        reuse, source, changed = steps_to_reuse(request.reuse_steps, model)
-        say(f"reusing steps of {len(reuse.adapters)} unchanged adapters from {request.reuse_steps} "
-            f"(weights {source['weights']}); changed or new: {', '.join(changed) or 'none'}")
+    reuse, source = reusing(request.reuse_steps, model, say)
     records, sources = records_folder(model, request.tier, request.records, source)
     started = time.perf_counter()
     options = {"per_cell": request.per_cell} if request.suite == "caef" else {}

@@ -97,6 +97,18 @@ def resumed_own(result: dict) -> int:
     return result.get("resumed", 0) - sum((result.get("carried") or {}).values())
 
 
+def reused_text(results: dict, sources) -> str:
+    """The sentence for model calls answered from an earlier run's records (`--reuse-steps`), '' if none:
+    those outputs come from other weights' records, for adapters whose bytes are the same."""
+    calls, reused = (sum(result.get(key, 0) for result in results.values()) for key in ("model_calls", "reused_calls"))
+    if not reused:
+        return ""
+    named = ", ".join(f"`{source['folder']}/` of weights `{source['weights']}`" for source in sources)
+    return (f"{reused} of the {calls} model calls in these records were answered from the records of "
+            f"an earlier run ({named or 'not named'}), for adapters whose bytes, base and position "
+            f"scheme are the same in both (`--reuse-steps`; each such step says `reused`).")
+
+
 def carried_text(results: dict) -> str:
     """The sentence for records copied from other weights (`caef-bench carry-records`), '' if none:
     how many, from which weights, and for which cells."""
@@ -154,13 +166,9 @@ def suite_provenance(document: dict) -> str:
                    f"these same weights, not solved again by this command.")
     if carried:
         header += f" {carried}"
-    calls, reused = (sum(result.get(key, 0) for result in solved.values()) for key in ("model_calls", "reused_calls"))
-    if reused:  # those outputs come from other weights' records, for adapters whose bytes are the same
-        named = ", ".join(f"`{source['folder']}/` of weights `{source['weights']}`"
-                          for source in document.get("reuse_sources", ()))
-        header += (f" {reused} of the {calls} model calls in these records were answered from the records of "
-                   f"an earlier run ({named or 'not named'}), for adapters whose bytes, base and position "
-                   f"scheme are the same in both (`--reuse-steps`; each such step says `reused`).")
+    reused = reused_text(solved, document.get("reuse_sources", ()))
+    if reused:
+        header += f" {reused}"
     if kept:
         origins: dict[tuple, list[str]] = {}
         for cell, result in kept.items():

@@ -9,7 +9,8 @@ from fault_models import BrokenModel
 
 from caef_bench.data.testsets import load_cell
 from caef_bench.evaluate.repeated import cell_parts, control_of, onestep_adapters, run_caef_repeated, select_cells
-from caef_bench.report.failures import comparison, failure_markdown, findings, with_previous, write_failure_analysis
+from caef_bench.report.failures import (comparison, failure_markdown, findings, opening, with_previous,
+                                        write_failure_analysis)
 
 
 def test_cells_by_name_and_pattern():
@@ -175,3 +176,17 @@ def test_small_error_rates_keep_the_decimals_their_interval_needs():
     assert _rate_text(error_rate(19, 8450)).startswith("0.22% [0.14, 0.35]")  # not "0% [0, 0]"
     assert _rate_text(error_rate(3, 200)).startswith("1.5% [0.5, 4.3]")
     assert _rate_text(error_rate(135, 208)) == "65% [58, 71] (135/208)"
+
+
+def test_the_opening_calls_baselines_mostly_wrong_only_when_they_are():
+    results = _results(3, 2)
+
+    def baseline(errors: int) -> dict:
+        return {"kind": "lm-eval", "limit": 40, "cells": {cell: {"n": 40, "answer_errors": errors, "failures": []}
+                                                          for cell in results["cells"]}}
+
+    results["systems"]["lora-direct"] = baseline(30)
+    assert "The baselines answer most problems wrong either way" in opening(results)
+    results["systems"]["lora-direct"] = baseline(4)  # a baseline that learnt the task
+    text = opening(results)
+    assert "most problems wrong" not in text and "`lora-direct` 4 of 40 (10%)" in text

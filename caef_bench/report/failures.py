@@ -267,10 +267,14 @@ def opening(results: dict) -> str:
             sentences.append(f"The weights before (`{system['weights']}`, at their own N) answered "
                              f"{_wrong_of(patterns)} wrong against {_wrong_of(control)} controls.")
         else:
-            baselines.append(f"`{name}` {_wrong_of(patterns)} against {_wrong_of(control)}")
+            baselines.append((f"`{name}` {_wrong_of(patterns)} against {_wrong_of(control)}",
+                              min(patterns["rate"], control["rate"]) > 0.5))
     if baselines:
-        sentences.append("The baselines answer most problems wrong either way (repeated digits against controls, "
-                         "at their small N): " + "; ".join(baselines) + ".")
+        most_wrong = all(wrong for _, wrong in baselines)  # (a baseline that learnt the task is not called so)
+        sentences.append(("The baselines answer most problems wrong either way (repeated digits against controls, "
+                          "at their small N): " if most_wrong else
+                          "The baselines, repeated digits against controls, each at its own N: ")
+                         + "; ".join(text for text, _ in baselines) + ".")
     onestep = results.get("onestep") or {}
     if onestep:
         compared = [_against_control(cells, "errors") for cells in onestep.values()]

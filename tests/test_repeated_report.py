@@ -82,11 +82,11 @@ def test_findings_tell_runs_that_left_the_machine_but_answered_right_from_wrong_
     counted among must not read as wrong answers."""
     results = _results(3, 0)
     cells = results["systems"]["caef-tiny"]["cells"]
-    assert "with a wrong answer" not in findings(results)[0]
+    assert "not answered right, " not in findings(results)[0]
     cells["rep_add_10_p1"]["failures"] = ([{**_failure("wrong_digit"), "answer_correct": False}] * 3
                                           + [{**_failure("wrong_digit"), "answer_correct": True}] * 2)
     line = findings(results)[0]
-    assert ("Of the 5 failures on repeated digits (3 with a wrong answer, 2 with a step unlike the machine's "
+    assert ("Of the 5 failures on repeated digits (3 not answered right, 2 with a step unlike the machine's "
             "that still reached the right one; first divergence where traced)") in line
     assert "3/40" in line  # the error rate still counts wrong answers only
 
@@ -190,3 +190,14 @@ def test_the_opening_calls_baselines_mostly_wrong_only_when_they_are():
     results["systems"]["lora-direct"] = baseline(4)  # a baseline that learnt the task
     text = opening(results)
     assert "most problems wrong" not in text and "`lora-direct` 4 of 40 (10%)" in text
+
+
+def test_findings_split_caefs_misses_into_wrong_answers_and_none():
+    results = _results(5, 2)
+    results["systems"]["caef-tiny"]["cells"]["rep_add_10_p1"]["outcomes"] = {
+        "ok": 35, "wrong_answer": 1, "misaligned": 3, "unparseable": 1}
+    results["systems"]["caef-tiny"]["cells"]["rep_add_10_control"]["outcomes"] = {"ok": 38, "wrong_answer": 2}
+    assert "Of the 5 not answered right, 1 got a wrong answer and 4 none (misaligned 3, unparseable 1)." in \
+        findings(results)[0]
+    results["systems"]["caef-tiny"]["cells"]["rep_add_10_p1"]["outcomes"] = {"ok": 40}
+    assert "not answered right" not in findings(results)[0]

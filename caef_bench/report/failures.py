@@ -259,10 +259,10 @@ def opening(results: dict) -> str:
         if system.get("kind") == "caef":
             worse, compared = _worse_cells(system["cells"])
             sentences.append(
-                f"CAEF on the {results['tier']} tier (weights `{results['weights']}`) answers {_wrong_of(patterns)} "
-                f"repeated-digit problems wrong against {_wrong_of(control)} random controls of the same operators "
-                f"and lengths (Fisher p = {_p_text(p)}); {len(worse)} of {compared} single test cells are worse than "
-                f"their own control at p < {SIGNIFICANT}.")
+                f"CAEF on the {results['tier']} tier (weights `{results['weights']}`) misses {_wrong_of(patterns)} "
+                f"repeated-digit problems (a wrong answer or none) against {_wrong_of(control)} random controls of the "
+                f"same operators and lengths (Fisher p = {_p_text(p)}); {len(worse)} of {compared} single test cells "
+                f"are worse than their own control at p < {SIGNIFICANT}.")
         elif system.get("kind") == PREVIOUS_KIND:
             sentences.append(f"The weights before (`{system['weights']}`, at their own N) answered "
                              f"{_wrong_of(patterns)} wrong against {_wrong_of(control)} controls.")
@@ -284,6 +284,22 @@ def opening(results: dict) -> str:
                          f"components make more step errors on repeated digits than on the controls at "
                          f"p < {SIGNIFICANT}.")
     return " ".join(sentences) or "No system ran."
+
+
+def _missed_text(cells: dict) -> str:
+    """How CAEF's runs on repeated digits that were not answered right ended: a wrong answer, or none (the
+    runtime refused a state it could not parse, an answer for another expression, a run past its step
+    budget). '' when every run was answered right or the records hold no outcomes."""
+    ended = Counter()
+    for cell, result in cells.items():
+        if cell_parts(cell)[2] != CONTROL:
+            ended.update({outcome: count for outcome, count in (result.get("outcomes") or {}).items() if outcome != "ok"})
+    if not ended:
+        return ""
+    wrong = ended.pop("wrong_answer", 0)
+    refused = ", ".join(f"{outcome} {count}" for outcome, count in sorted(ended.items()))
+    return (f" Of the {wrong + sum(ended.values())} not answered right, {wrong} got a wrong answer and "
+            f"{sum(ended.values())} none" + (f" ({refused})" if refused else "") + ".")
 
 
 def findings(results: dict) -> list[str]:
@@ -318,6 +334,8 @@ def findings(results: dict) -> list[str]:
             control_n = _pooled(cells, "answer_errors", lambda c: cell_parts(c)[1] == n and cell_parts(c)[2] == CONTROL)
             by_length.append(f"{n} digits {at_n['errors']}/{at_n['n']} against {control_n['errors']}/{control_n['n']}")
         sentence += " By operand length: " + "; ".join(by_length) + "."
+        if system.get("kind") == "caef":
+            sentence += _missed_text(cells)
         failures = _failures(cells, controls=False)
         if failures:
             where = Counter(_component(f) for f in failures)
@@ -326,7 +344,7 @@ def findings(results: dict) -> list[str]:
             # A traced run can leave the machine's course and still reach the right answer (a harmless
             # slip inside a call whose result is the same): say so, or the count reads as wrong answers.
             right = sum(1 for f in failures if f.get("answer_correct"))
-            kept = (f"{len(failures) - right} with a wrong answer, {right} with a step unlike the machine's "
+            kept = (f"{len(failures) - right} not answered right, {right} with a step unlike the machine's "
                     f"that still reached the right one; " if right else "")
             sentence += (f" Of the {len(failures)} failures on repeated digits ({kept}first divergence where "
                          f"traced), {count} are at {first}; the commonest classes: {_share(what, len(failures))}.")

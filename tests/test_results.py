@@ -159,8 +159,8 @@ def _figures() -> tuple[set[tuple[int, int]], set[str], set[str]]:
             cells = [point for arm in document["arms"] for point in arm["points"]]
         pairs |= {(stats["correct"], stats["n"]) for stats in cells} | {(stats["n"] - stats["correct"], stats["n"])
                                                                          for stats in cells}
-    analysis = _load(RESULTS / "failure_analysis.json")
-    for system in analysis["systems"].values():
+    analyses = [RESULTS / "failure_analysis.json", *(path for path in ON_TIERS if path.stem == "failure_analysis")]
+    for system in (system for path in analyses for system in _load(path)["systems"].values()):
         if "cells" not in system:
             continue
 

@@ -8,6 +8,7 @@ and solving and running lm-eval from it are slow (`pytest -m slow`).
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -36,8 +37,12 @@ def _python(args: list[str], cwd: Path, **env) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("wheel")
+    # pip builds in the source tree (build/lib, setup.py's copies): from a copy of the checkout, so that two
+    # test sessions at once (.ci/run runs the slow checks beside the default suite) never share one build/.
+    source = tmp_path_factory.mktemp("source") / REPO.name
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(".*", "__pycache__", "build", "*.egg-info", "work"))
     # --no-build-isolation: build with this environment's setuptools, offline, as a user's `pip install .` would
-    _python(["-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(folder), str(REPO)],
+    _python(["-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(folder), str(source)],
             cwd=folder)
     (built,) = folder.glob("*.whl")
     return built

@@ -1,9 +1,20 @@
-"""The machines' checks that an aligner's text belongs to the asked problem (the runtime's `misaligned`)."""
+"""The machines' checks that an aligner's or an executor's text belongs to the asked problem (the runtime's
+`misaligned`)."""
 
 import pytest
 
 from caef_bench.evaluate.failures import classify_record
-from caef_bench.machines import align_input, answer_misalignment, parse, start_misalignment, start_operands
+from caef_bench.machines import (
+    ExecutorState,
+    align_input,
+    answer_misalignment,
+    parse,
+    rewritten_operand,
+    run,
+    start_misalignment,
+    start_operands,
+)
+from caef_bench.machines.display import events
 from caef_bench.runtime import ProblemRecord
 
 EXPRESSIONS = ["1000000000000000+1=", "1000000+1000000=", "0+0=", "1000-1=", "7-7=", "99999*12=", "10000000*7=",
@@ -41,3 +52,42 @@ def test_an_untraced_misaligned_run_is_classified_at_its_aligner():
     assert (failure.where, failure.what) == ("aligner (I)", "wrong_digit")
     record.detail = "aligner (O) wrote '45+68=' for the asked '45+67='"
     assert classify_record(record).where == "aligner (O)"
+
+
+@pytest.mark.parametrize("expr", EXPRESSIONS + ["67-45=", "0-0=", "100-1=", "9999999999*9=", "1000//7="])
+def test_no_state_of_a_machines_run_rewrites_its_executors_operand_tapes(expr):
+    """Every executor, called at the top or by a composer, only reads its operand tapes: each state it
+    writes keeps its start state's digits (what the runtime's check relies on)."""
+    from caef_bench.machines import parse_expression
+
+    asked = parse_expression(expr)
+    starts = {}
+    checked = 0
+    for event in events(run(asked.op, asked.a, asked.b)):
+        for text in (event.input, event.output):
+            state = parse(text).state
+            if not isinstance(state, ExecutorState):
+                continue
+            if state.q == "q0":
+                starts[event.depth] = state
+            assert rewritten_operand(starts[event.depth], state) is None
+            checked += 1
+    assert checked
+
+
+def test_a_state_with_other_operand_digits_names_the_operand_and_both_values():
+    states = [parse(text).state for text, _ in run("add", 45, 67).transitions()]
+    longer = parse("ADD, q1,  |5[HEAD1]|4 |7[HEAD2]|6|6 [C]1 |2[OUTPUT]\nCMD: [C] 1, [OUTPUT] 1, [OUTPUT] RIGHT, "
+                   "[HEAD1] RIGHT, [HEAD2] RIGHT, q1").state
+    assert rewritten_operand(states[0], states[2]) is None  # heads, carry and output move; the digits stay
+    assert rewritten_operand(states[0], longer) == "rewrote operand b as 667 (started as 67)"
+    gt = [parse(text).state for text, _ in run("gt", 1000, 999).transitions()]
+    flipped = parse(run("gt", 1000, 998).text(2)).state
+    assert rewritten_operand(gt[0], flipped) == "rewrote operand b as 998 (started as 999)"
+
+
+def test_an_untraced_run_whose_executor_rewrote_an_operand_is_classified_at_that_executor():
+    record = ProblemRecord(id="p", expr="99999+1=", mode="free", target="100000", outcome="misaligned",
+                           detail="executor_add rewrote operand a as 999999 (started as 99999) at step 2")
+    failure = classify_record(record)
+    assert (failure.where, failure.what, failure.component) == ("executor", "wrong_digit", "executor_add")

@@ -453,6 +453,35 @@ def test_an_answer_written_for_other_operands_is_no_answer(expr, written):
     assert record.final == written and record.detail.startswith("aligner (O)") and repr(expr) in record.detail
 
 
+@pytest.mark.parametrize("expr, k, fault, detail", [
+    # a run of 9s copied one cell too long (what SmolLM2's executor_add does on 99999+1=)
+    ("99999+1=", 2, replace_text("|9[HEAD1]|9|9|9|9", "|9[HEAD1]|9|9|9|9|9"), "executor_add rewrote operand a as "
+                                                                              "999999 (started as 99999) at step 2"),
+    ("45+67=", 3, replace_text("|7|6[HEAD2]", "|7|7[HEAD2]"), "executor_add rewrote operand b as 77 (started as 67)"),
+    ("1000>999=", 1, replace_text("|9|9|9", "|9|9|8"), "executor_gt rewrote operand b as 899 (started as 999)"),
+    # inside a composer: the REFLECTION that SUB calls keeps its own start state's tapes
+    ("4531-1504=", 3, replace_text("|0|5|1 |5[OUTPUT]", "|0|5|2 |5[OUTPUT]"), "executor_reflection rewrote operand b "
+                                                                              "as 2504 (started as 1504)"),
+])
+def test_an_executor_state_with_other_operands_ends_misaligned_at_that_step(expr, k, fault, detail):
+    """An executor only reads its operand tapes: a state that changes them computes another problem, so the run
+    stops there with no answer (before, a wrong answer that aligner (O) could write back as the asked one)."""
+    exprs = [expr, "1+1=", "20-3="]
+    records = solve_batch(problems_of(exprs), BrokenModel(fault, at_step(expr, k)), mode="traced")
+    record = records[0]
+    assert record.outcome == "misaligned" and record.answer is None and not is_correct(record)
+    assert detail in record.detail and record.n_steps == k + 1 and record.first_divergence.step == k
+    assert [verdict(r) for r in records[1:]] == ["ok", "ok"]
+
+
+def test_a_wrong_step_that_keeps_the_operands_still_answers():
+    """Only the operand tapes are checked: a halt state with a wrong digit in [OUTPUT] is read back as a (wrong)
+    answer, as before."""
+    (record,) = solve_batch(problems_of(["45+67="]), BrokenModel(replace_text("|2|1|1", "|3|1|1"),
+                                                                 at_step("45+67=", 4)), mode="free")
+    assert record.outcome == "answered" and record.answer == "113" and not is_correct(record)
+
+
 def test_without_steps_the_detail_keeps_the_bad_output():
     (record,) = solve_batch(problems_of(["45+67="]), BrokenModel(garbled, at_step("45+67=", 2)), keep_steps=False)
     assert record.outcome == "unparseable" and record.steps == [] and "'#ADD" in record.detail

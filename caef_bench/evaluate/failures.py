@@ -422,7 +422,9 @@ def classify_record(record: ProblemRecord | dict) -> Failure | None:
         return Failure(where, "malformed" if where == "unparseable output" else "other", got=detail)
     if record.outcome == "error":
         return Failure("runtime error", "other", got=detail)
-    if record.outcome == "misaligned":  # (untraced: the runtime's check names the aligner and the operand)
+    if record.outcome == "misaligned":  # (untraced: the runtime's check names the call and the operand)
+        if detail.startswith("executor_"):  # "executor_add rewrote operand a as ... at step 5"
+            return Failure("executor", "wrong_digit", component=detail.split()[0], got=detail)
         return Failure("aligner (O)" if detail.startswith("aligner (O)") else "aligner (I)", "wrong_digit", got=detail)
     return classify_answer(record.expr, record.target, record.answer, where="aligner (O)")
 

@@ -25,7 +25,7 @@ from .aligner import (
 )
 from .compare import ERROR_CLASSES, classify
 from .composers import ComposerRun, composer_view, composer_view_of_halt
-from .executors import Run
+from .executors import Run, rewritten_operand
 from .ops import ALIGNED_OPS, ARITHMETIC, BY_MACHINE, COMPARISON, EXECUTOR_OPS, OPERATIONS, Operation, lookup, operand
 from .ops import start as run
 from .steps import OffCourse, next_text
@@ -69,6 +69,6 @@ __all__ = [
     "Action", "Command", "ComposerRun", "ComposerState", "ExecutorState", "Expression",
     "FormatError", "OffCourse", "Operation", "Run", "Snapshot", "Tape",
     "align_input", "align_output", "answer_misalignment", "classify", "composer_view", "composer_view_of_halt", "lookup", "next_text",
-    "parse", "parse_expression", "render", "result", "run", "start_misalignment", "start_operands", "trace",
-    "typed_expression",
+    "parse", "parse_expression", "render", "result", "rewritten_operand", "run", "split_step_end",
+    "start_misalignment", "start_operands", "trace", "typed_expression",
 ]

@@ -13,10 +13,12 @@ the halt back to the composer as the extra lines of the composer's next input
 (converted to the composer's view of that halt: see `composer_view`). The call
 stack is general, although CAEF composers only ever call executors (depth 1).
 
-Aligner (I)'s start state must hold the expression's operator and operands, and aligner (O)'s
-text must be the asked expression with its result (the machines' `start_misalignment`,
-`answer_misalignment`): otherwise the run would execute, or answer, another problem, and it ends
-with outcome "misaligned", its detail naming the operand copied wrong.
+Aligner (I)'s start state must hold the expression's operator and operands, every state an
+executor writes the operand tapes its start state had (an executor only reads them), and aligner
+(O)'s text must be the asked expression with its result (the machines' `start_misalignment`,
+`rewritten_operand`, `answer_misalignment`): otherwise the run would execute, or answer, another
+problem, and it ends with outcome "misaligned", its detail naming the operand copied wrong and
+which call wrote it.
 
 Modes:
 - "free": the model's own outputs are fed back (the paper's setting); only
@@ -49,6 +51,7 @@ from typing import Iterator, Protocol, Sequence
 
 from caef_bench.machines import (
     ComposerRun,
+    ExecutorState,
     FormatError,
     Run,
     Snapshot,
@@ -59,6 +62,7 @@ from caef_bench.machines import (
     parse_expression,
     render,
     result,
+    rewritten_operand,
     run,
     split_step_end,
     start_misalignment,
@@ -166,6 +170,10 @@ class Malformed(Exception):
     """A model output the runtime cannot continue from; the problem stops as "unparseable"."""
 
 
+class OffProblem(Exception):
+    """An executor's state whose operand tapes are not its start state's; the problem stops as "misaligned"."""
+
+
 @dataclass
 class Frame:
     """One machine being executed: the text of its next input, and what its caller needs back."""
@@ -173,6 +181,7 @@ class Frame:
     machine: str
     input: str = ""
     start: Snapshot | None = None  # a callee's start state, which `composer_view` reads
+    operands: ExecutorState | None = None  # an executor's start state, whose operand tapes every state keeps
     waiting: Snapshot | None = None  # a composer's state and [CALL] command while its callee runs
 
     @property
@@ -289,6 +298,9 @@ class FreeRunning(Attempt):
             detail = f"step {index} ({self.adapter}): {error}"
             self.finish("unparseable", detail if self.keep_steps else f"{detail}; output {text[:500]!r}")
             return
+        except OffProblem as error:
+            self.finish("misaligned", f"{self.adapter} {error} at step {index}")
+            return
         # The budget bounds the execution; once the top machine has halted, aligner (O) always runs.
         if self.phase == "execute" and self.record.n_steps >= self.budget:
             self.finish("no_halt", f"no halt state after {self.budget} steps (the step budget)")
@@ -323,6 +335,12 @@ class FreeRunning(Attempt):
             raise Malformed("a state line without its command line")
         if output.state.halted != command.is_halt:
             raise Malformed(f"state {output.state.q} with {'the halt line' if command.is_halt else 'a command'}")
+        if not frame.is_composer:
+            # The bottom frame's first output is aligner (I)'s start state; a callee's came with its [CALL].
+            frame.operands = frame.operands or output.state
+            rewritten = rewritten_operand(frame.operands, output.state)
+            if rewritten:
+                raise OffProblem(rewritten)
         if command.is_halt:
             if output.callee is not None:
                 raise Malformed("a halt state with callee lines")
@@ -342,7 +360,7 @@ class FreeRunning(Attempt):
         if callee.command.is_halt or callee.state.halted:
             raise Malformed(f"the callee {callee.machine} starts in a halt state")
         frame.waiting = Snapshot(output.state, command)
-        self.stack.append(Frame(callee.machine, input=render(callee), start=callee))
+        self.stack.append(Frame(callee.machine, input=render(callee), start=callee, operands=callee.state))
 
     def _return(self, halt: Snapshot) -> None:
         """A frame halted: hand its halt to the caller, or to aligner (O) at the top."""

@@ -17,7 +17,8 @@ Record fields (JSON keys in the order written):
     target                  the dataset's answer ("112", "True"), passed through for the scorer; None when not given
     answer, final           the system's answer (what follows the last "=" of aligner (O)'s completion), and that completion
     outcome                 how the run ended: "answered", "misaligned" (an aligner wrote other
-                            operands than the expression's), "no_halt", "unparseable" or "error"
+                            operands than the expression's, or an executor rewrote an operand tape),
+                            "no_halt", "unparseable" or "error"
     detail                  why a problem stopped early (the parse error, the step budget, ...)
     n_steps, step_budget    model calls made (aligner steps included), and the most the problem was allowed
     first_divergence        traced modes: {step, adapter, error_class, expected, got, depth} of the first step that

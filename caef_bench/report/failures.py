@@ -458,7 +458,7 @@ def failure_markdown(results: dict) -> str:
         "## Failure analysis on repeated-digit operands", "", opening(results), "",
         "![Error rates on repeated digits against random controls](failure_analysis.png)",
         "", "### What the numbers support", "", *[f"{line}\n" for line in findings(results)],
-        "### End to end: wrong answers, pooled over the operators", "",
+        "### End to end: misses (a wrong answer or none), pooled over the operators", "",
         "Pattern cells against the control cells of the same length; each system's own N. "
         + ", ".join(f"{k}: {v}" for k, v in PATTERN_NAMES.items()) + ".", "",
         end_to_end_table(results), "",
@@ -532,7 +532,7 @@ def failure_figure(results: dict, path: str | Path) -> None:
         if label.endswith(CONTROL):
             ax.axvspan(j - 0.45, j + 0.45, color="0.9", zorder=0)
     ax.set_xticks(range(len(labels)), labels, rotation=60, ha="right", fontsize=8)
-    ax.set_ylabel("wrong answers % (Wilson 95%)")
+    ax.set_ylabel("misses %: a wrong answer or none (Wilson 95%)")
     ax.set_ylim(0, 105)
     ax.set_title("End to end, pooled over operators (grey: random control)")
     ax.legend(fontsize=8)

@@ -103,7 +103,7 @@ def rewritten_operand(start: ExecutorState, state: ExecutorState) -> str | None:
     digits stay those of the start state at every step; a state with other digits computes another problem.
     Operands are named a, b by tape order and shown most significant digit first, as they are written."""
     if len(state.tapes) != len(start.tapes):
-        return f"{len(state.tapes)} operand tapes where its start state had {len(start.tapes)}"
+        return f"wrote {len(state.tapes)} operand tapes where its start state had {len(start.tapes)}"
     wrong = [f"operand {name} as {now.digits[::-1]} (started as {then.digits[::-1]})"
              for name, then, now in zip("ab", start.tapes, state.tapes) if now.digits != then.digits]
     return "rewrote " + " and ".join(wrong) if wrong else None

@@ -51,7 +51,6 @@ from typing import Iterator, Protocol, Sequence
 
 from caef_bench.machines import (
     ComposerRun,
-    ExecutorState,
     FormatError,
     Run,
     Snapshot,
@@ -180,8 +179,8 @@ class Frame:
 
     machine: str
     input: str = ""
-    start: Snapshot | None = None  # a callee's start state, which `composer_view` reads
-    operands: ExecutorState | None = None  # an executor's start state, whose operand tapes every state keeps
+    # its start state: a callee's (which `composer_view` reads) or aligner (I)'s; an executor keeps its operand tapes
+    start: Snapshot | None = None
     waiting: Snapshot | None = None  # a composer's state and [CALL] command while its callee runs
 
     @property
@@ -292,7 +291,7 @@ class FreeRunning(Attempt):
                     self.finish("misaligned", wrong)
                     return
                 self.phase = "execute"
-                self.stack.append(Frame(self.machine))
+                self.stack.append(Frame(self.machine, start=snapshot))
             self._apply(self.stack[-1], snapshot)
         except Malformed as error:
             detail = f"step {index} ({self.adapter}): {error}"
@@ -335,12 +334,8 @@ class FreeRunning(Attempt):
             raise Malformed("a state line without its command line")
         if output.state.halted != command.is_halt:
             raise Malformed(f"state {output.state.q} with {'the halt line' if command.is_halt else 'a command'}")
-        if not frame.is_composer:
-            # The bottom frame's first output is aligner (I)'s start state; a callee's came with its [CALL].
-            frame.operands = frame.operands or output.state
-            rewritten = rewritten_operand(frame.operands, output.state)
-            if rewritten:
-                raise OffProblem(rewritten)
+        if not frame.is_composer and (rewritten := rewritten_operand(frame.start.state, output.state)):
+            raise OffProblem(rewritten)
         if command.is_halt:
             if output.callee is not None:
                 raise Malformed("a halt state with callee lines")
@@ -360,7 +355,7 @@ class FreeRunning(Attempt):
         if callee.command.is_halt or callee.state.halted:
             raise Malformed(f"the callee {callee.machine} starts in a halt state")
         frame.waiting = Snapshot(output.state, command)
-        self.stack.append(Frame(callee.machine, input=render(callee), start=callee, operands=callee.state))
+        self.stack.append(Frame(callee.machine, input=render(callee), start=callee))
 
     def _return(self, halt: Snapshot) -> None:
         """A frame halted: hand its halt to the caller, or to aligner (O) at the top."""

@@ -9,6 +9,7 @@ from caef_bench.machines import (
     align_input,
     answer_misalignment,
     parse,
+    parse_expression,
     rewritten_operand,
     run,
     start_misalignment,
@@ -58,8 +59,6 @@ def test_an_untraced_misaligned_run_is_classified_at_its_aligner():
 def test_no_state_of_a_machines_run_rewrites_its_executors_operand_tapes(expr):
     """Every executor, called at the top or by a composer, only reads its operand tapes: each state it
     writes keeps its start state's digits (what the runtime's check relies on)."""
-    from caef_bench.machines import parse_expression
-
     asked = parse_expression(expr)
     starts = {}
     checked = 0

@@ -101,9 +101,8 @@ def rewritten_operand(start: ExecutorState, state: ExecutorState) -> str | None:
     """Why `state` cannot be a state of the executor run that began at `start`, going by its operand tapes,
     or None. Every executor only reads its operand tapes (it writes the carry and [OUTPUT]), so their
     digits stay those of the start state at every step; a state with other digits computes another problem.
-    Operands are named a, b by tape order and shown most significant digit first, as they are written."""
-    if len(state.tapes) != len(start.tapes):
-        return f"wrote {len(state.tapes)} operand tapes where its start state had {len(start.tapes)}"
+    Operands are named a, b by tape order and shown most significant digit first, as they are written.
+    (Both are states of one machine, whose tapes `parse` holds to that machine's layout.)"""
     wrong = [f"operand {name} as {now.digits[::-1]} (started as {then.digits[::-1]})"
              for name, then, now in zip("ab", start.tapes, state.tapes) if now.digits != then.digits]
     return "rewrote " + " and ".join(wrong) if wrong else None

@@ -85,6 +85,10 @@ def _solver_options(suite: argparse.ArgumentParser) -> None:
 def _table1_options(suite: argparse.ArgumentParser, name: str) -> None:
     _common_options(suite, "comma-separated test cells (default: all 22 of Table 1)")
     _systems_options(suite, name)
+    suite.add_argument("--keep-others", action="store_true",
+                       help="keep the systems of the table1.json in --out that --systems does not name, as they "
+                            "are (each with the command that made it; a tier's only on the weights it ran on): "
+                            "one system run again without the others' hours")
     suite.set_defaults(handler=run_table1)
 
 
@@ -143,19 +147,29 @@ def run_caef_suite(args: argparse.Namespace) -> int:
 
 
 def run_table1(args: argparse.Namespace) -> int:
+    import json
     from pathlib import Path
 
     from caef_bench.data.testsets import match_cells, table1_cells
     from caef_bench.evaluate.systems import cells_of, choose_systems, system_limits
-    from caef_bench.evaluate.table1 import direct_training_notes, run_table1 as run_systems
+    from caef_bench.evaluate.table1 import direct_training_notes, keep_other_systems, run_table1 as run_systems
     from caef_bench.paths import WORK_DIR
     from caef_bench.report.table1 import compare_with_committed, write_table1
 
     systems, chosen = choose_systems(args.systems)
+    previous = None
+    if args.keep_others:  # checked before the run: a missing table or changed weights must not cost its hours
+        earlier = Path(args.out) / "table1.json"
+        if not earlier.is_file():
+            raise SystemExit(f"--keep-others: no earlier table at {earlier}")
+        previous = json.loads(earlier.read_text())
+        keep_other_systems(previous, dict.fromkeys(chosen), systems)
     cells = args.cells.split(",") if args.cells else table1_cells()
     results = run_systems([systems[name] for name in chosen], cells, args.limit, Path(args.work or WORK_DIR / "table1"),
                           progress=say, limits=system_limits(args.limits, systems),
                           cells_of=cells_of(args.cells_of, systems, cells, lambda p: match_cells(p, table1_cells())))
+    if previous is not None:
+        results = keep_other_systems(previous, results, systems)
     for path in write_table1(results, args.out, args.command_line, direct_training_notes(results, systems)):
         print(f"wrote {path}")
     for line in compare_with_committed(results, args.out):

@@ -298,3 +298,19 @@ def direct_training_notes(results: dict, systems: dict[str, System]) -> list[str
         notes.append(note)
     return notes
 
+
+
+def keep_other_systems(previous: dict, results: dict, systems: dict[str, System]) -> dict:
+    """`results` (the systems run now) with the other systems of an earlier table1.json document
+    (`previous`) kept beside them, in the order of baselines/; each kept one says which command made
+    it (`made_by`). A tier's system is kept only on the weights it ran on: ValueError otherwise,
+    before anything runs, naming it (run it again instead). Systems no longer in baselines/ are dropped."""
+    kept = {name: entry for name, entry in previous["systems"].items() if name not in results and name in systems}
+    for name, entry in kept.items():
+        now = system_weights(systems[name]) if entry.get("weights") else None
+        if now is not None and now != entry["weights"]:
+            raise ValueError(f"--keep-others: {name} in the earlier table ran on weights {entry['weights']}, its "
+                             f"checkpoints are now {now}: add it to --systems to run it again")
+    made_by = {name: entry.get("made_by", previous["command"]) for name, entry in kept.items()}
+    merged = {**{name: {**entry, "made_by": made_by[name]} for name, entry in kept.items()}, **results}
+    return {name: merged[name] for name in systems if name in merged}

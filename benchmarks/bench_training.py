@@ -1,12 +1,14 @@
 """Benchmark (not a test): training throughput of the tiny tier on this machine, per batching and precision.
 
     python benchmarks/bench_training.py [--batch 128] [--steps 3] [--threads 2] [--out results/bench_training.md]
+    python benchmarks/bench_training.py --draw direct --batch 32 --out results/bench_training.md   # LoRA-direct's
     python benchmarks/bench_training.py --rerender --out results/bench_training.md   # layout only, no measuring
 
 Trains the shipped base (full parameters, as the preset's pre-training) and a fresh LoRA on it
 (as every adapter) on the same steps drawn from all machines, once per configuration: each
 step's batch as one padded tensor or as length-sorted micro-batches (collate_micro), fp32 or
-bf16 autocast. Prints completion-weighted loss of the last step (the configurations should
+bf16 autocast. `--draw direct` times a LoRA adapter alone on LoRA-direct's draws instead (add, the
+protocol's prompt over 1-100 digits, standard position ids), in its own section. Prints completion-weighted loss of the last step (the configurations should
 agree closely: they see the same samples) and real (unpadded) tokens per second.
 """
 
@@ -24,10 +26,11 @@ from caef_bench.models.codec import CaefCodec
 from caef_bench.train.batches import collate_micro
 from caef_bench.train.loop import RunOptions, RunPlan, native_cpu_bf16, train
 from caef_bench.train.presets import PRESETS
-from caef_bench.train.sources import MachineSource
+from caef_bench.train.sources import DirectSource, MachineSource
 from written_report import parse_arguments, write_section
 
 HEADING = "# Training benchmark: batching and precision on this machine"
+DIRECT_HEADING = "## LoRA-direct's draws"
 
 
 def _model(base: str, lora: bool):
@@ -50,21 +53,28 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3, help="timed steps per configuration, after one warm-up step")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--micro", default="0,4096", help="micro-batch token budgets to compare (0: whole batch)")
-    args = parse_arguments(parser, HEADING, finding)
+    parser.add_argument("--draw", choices=("machines", "direct"), default="machines",
+                        help="machines: every executor and aligner (the base and a LoRA); direct: LoRA-direct's add "
+                             "draws (a LoRA), in its own section")
+    # (read before the rest: --rerender lays out the draw's own section)
+    heading = DIRECT_HEADING if parser.parse_known_args()[0].draw == "direct" else HEADING
+    args = parse_arguments(parser, heading, finding)
     if args is None:  # --rerender: laid out again, nothing measured
         return
     torch.set_num_threads(args.threads)
-    codec = CaefCodec("coupled-hints")
-    every = [("executor", op) for op in EXECUTOR_OPS] + [("aligner", op) for op in ALIGNED_OPS]
-    source = MachineSource(every, 100, seed=0)
+    if args.draw == "direct":
+        codec, source, drawn = CaefCodec("standard"), DirectSource("add", "protocol", seed=0), "as LoRA-direct draws add"
+    else:
+        every = [("executor", op) for op in EXECUTOR_OPS] + [("aligner", op) for op in ALIGNED_OPS]
+        codec, source, drawn = CaefCodec("coupled-hints"), MachineSource(every, 100, seed=0), "from all machines"
     steps = [source.batch(step, args.batch) for step in range(args.steps + 1)]
     precisions = ["fp32", "bf16"] if native_cpu_bf16() else ["fp32"]
     lines = [f"{platform.machine()} ({platform.processor() or 'cpu'}), {args.threads} torch threads, native bf16: "
-             f"{native_cpu_bf16()}; {args.batch} samples per step drawn from all machines (1-100 digits), "
+             f"{native_cpu_bf16()}; {args.batch} samples per step drawn {drawn} (1-100 digits), "
              f"{args.steps} timed steps after one warm-up",
              f"{'what':<6} {'micro-batch tokens':>18} {'precision':>9} {'tokens/s':>9} {'last loss':>9}"]
     print("\n".join(lines), flush=True)
-    for lora in (False, True):
+    for lora in (True,) if args.draw == "direct" else (False, True):
         for micro in (int(m) for m in args.micro.split(",")):
             for precision in precisions:
                 model = _model(args.base, lora)
@@ -83,7 +93,7 @@ def main() -> None:
                              f"{tokens / seconds:>9,.0f} {result.final_loss:>9.4f}")
                 print(lines[-1], flush=True)
     if args.out:
-        write_section(args.out, HEADING, finding, lines)
+        write_section(args.out, heading, finding, lines)
 
 
 def finding(lines: list[str]) -> str:
@@ -94,6 +104,8 @@ def finding(lines: list[str]) -> str:
     parts = []
     for what, name in (("base", "the base (every weight)"), ("LoRA", "a LoRA adapter")):
         mine = {key: rate for key, rate in speeds.items() if key[0] == what}
+        if not mine:  # (LoRA-direct's draws time a LoRA only)
+            continue
         (_, micro, precision), best = max(mine.items(), key=lambda item: item[1])
         plain = mine.get((what, "whole", "fp32"))
         parts.append(f"{name} at {best:,.0f} tokens/s with "

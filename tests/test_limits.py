@@ -20,7 +20,7 @@ def test_the_protocols_largest_operands_are_supported(expr):
     ("1" + "<" + "2" * 110 + "=", "at most 100 digits (got 110)"),
     ("12345678901*3=", "at most 10 digits"),
     ("5*16=", "b at most 15"),
-    ("1000//7=", "quotient at most 15 (got 1 digits and quotient 142)"),
+    ("1000//7=", "quotient at most 15 (got a divisor of 1 digit and quotient 142)"),
 ])
 def test_operands_beyond_the_tier_name_the_limit(expr, named):
     with pytest.raises(BeyondTierError, match="the tiny tier supports") as error:

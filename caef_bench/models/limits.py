@@ -48,13 +48,17 @@ class OperandLimits:
         elif op == "mul":
             if len(str(a)) > self.small_digits or b > self.small_factor:
                 return (f"mul with a of at most {self.small_digits} digits and b at most {self.small_factor} "
-                        f"(got {len(str(a))} digits and b={b})")
+                        f"(got a of {_digits(a)} and b={b})")
         elif op == "div":
             quotient = a // b if b else 0
             if len(str(b)) > self.small_digits or quotient > self.small_factor:
                 return (f"div with a divisor of at most {self.small_digits} digits and a quotient at most "
-                        f"{self.small_factor} (got {len(str(b))} digits and quotient {quotient})")
+                        f"{self.small_factor} (got a divisor of {_digits(b)} and quotient {quotient})")
         return None
+
+
+def _digits(n: int) -> str:
+    return "1 digit" if len(str(n)) == 1 else f"{len(str(n))} digits"
 
 
 TIER_LIMITS = {

@@ -158,3 +158,34 @@ def test_caef_answers_unchanged_adapters_calls_from_an_earlier_lm_eval_runs_reco
     assert {adapter for adapter, _ in changed.calls} == {"executor_add"}
     assert read_weights(again.records.parent)["reused_from"] == [{"folder": str(first.records.parent),
                                                                   "weights": "w1"}]
+
+
+def test_caef_never_answers_an_aligner_call_from_table2s_records_whose_aligners_are_the_machines(tmp_path):
+    """Table 2 runs the executors alone, the machines standing in for the aligners: its records' aligner
+    steps are exact whatever the adapter writes, so reusing them would hide the aligner's mistakes."""
+    import json
+
+    from caef_bench.runtime import Problem, solve_to_file
+    from caef_bench.runtime.reuse import write_weights
+
+    adapters = {"aligner_add": "a1", "executor_add": "e1"}
+    suite = tmp_path / "records" / "tiny-w1"
+    suite.mkdir(parents=True)
+    write_weights(suite, "w1", adapters)
+    path = suite / "table2_add_5.jsonl"
+    solve_to_file([Problem("add_5-0000", "45+67=", "112")], OracleModel(), path, mode="traced")
+    # mark the table's aligner steps, to see whether one is answered from it
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    for record in records:
+        for step in record["steps"]:
+            if step["adapter"] == "aligner_add":
+                step["output"] = "MARKED " + step["output"]
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+
+    model = _FingerprintedOracle(adapters)
+    caef = CaefLM(step_model=model, records=str(tmp_path / "lm"), reuse_steps=str(tmp_path / "records"))
+    assert caef.generate_until(_requests(["45+67="])) == ["112"]
+    steps = load_records(caef.records)[0].steps
+    assert [s.reused for s in steps if s.adapter == "aligner_add"] == [None, None]
+    assert all(s.reused for s in steps if s.adapter == "executor_add")
+    assert [adapter for adapter, _ in model.calls] == ["aligner_add", "aligner_add"]

@@ -200,7 +200,7 @@ def _reusing_steps(step_model, folder: Path, weights_folder: str):
     from dataclasses import replace
 
     from caef_bench.data.testsets import CELLS
-    from caef_bench.evaluate.suites import cell_adapters
+    from caef_bench.evaluate.suites import cell_adapters, reusable_adapters
     from caef_bench.runtime.records import load_records
     from caef_bench.runtime.reuse import WEIGHTS_FILE, ReusedSteps, read_weights, unchanged_adapters
 
@@ -224,7 +224,11 @@ def _reusing_steps(step_model, folder: Path, weights_folder: str):
           f"{folder} where they hold the same prompt; {len(solved)} expressions answered with the caef suite's "
           "record of them", file=sys.stderr)
     source = {"folder": str(folder), "weights": earlier["weights"]}
-    return ReusedSteps.from_records(step_model, files, unchanged), solved, source
+    steps = {}  # (the first file holding a prompt answers it, in the files' order)
+    for path in files:
+        for key, completion in ReusedSteps.from_records(step_model, path, reusable_adapters(path, unchanged)).steps.items():
+            steps.setdefault(key, completion)
+    return ReusedSteps(step_model, steps), solved, source
 
 
 def _operator_of_direct_prompt(context: str) -> str:

@@ -175,12 +175,23 @@ def _aligner_accuracy(model, op: str, cases: list[tuple[str, str]]) -> dict:
     return {key: value for key, value in scored.items() if key != "failures"}  # (Table 2 keeps numbers only)
 
 
+TABLE2_RECORDS = "table2_"  # run_table2's records files: table2_<cell>.jsonl
+
+
+def reusable_adapters(records_file: Path, adapters) -> frozenset[str]:
+    """Of `adapters`, those whose steps in `records_file` are a model's answers: in Table 2's records
+    the aligners' steps are the machines' (run_table2 runs the executors alone), so none of them."""
+    if Path(records_file).name.startswith(TABLE2_RECORDS):
+        return frozenset(a for a in adapters if not a.startswith("aligner_"))
+    return frozenset(adapters)
+
+
 def run_table2(model, cells, limit, records_dir: Path, progress=None, reuse: Reuse | None = None) -> dict:
     """Per cell: executor accuracy given the correct start (the machines align; a problem counts when
     the model's executors reach the right halt state), aligner (I) and aligner (O) exact match."""
     oracle = OracleModel(strict=False)
     executors_only = RoutedModel(model, {"aligner_": oracle})
-    if reuse is not None:  # these records' aligner steps are the oracle's, not an adapter's
+    if reuse is not None:  # Table 2's aligner steps are the machines' here, not read from any records
         reuse = Reuse(reuse.folder, frozenset(a for a in reuse.adapters if not a.startswith("aligner_")))
     results = {}
     for cell in cells:
@@ -189,7 +200,7 @@ def run_table2(model, cells, limit, records_dir: Path, progress=None, reuse: Reu
         # Table 1's traced records of the same cell hold the same executor calls wherever its
         # aligner (I) was right: with --reuse-steps their executor steps answer these too.
         records, resumed = solve_cell(as_problems(problems), executors_only,
-                                      records_dir / f"table2_{cell}.jsonl", reuse,
+                                      records_dir / f"{TABLE2_RECORDS}{cell}.jsonl", reuse,
                                       reuse_from=(f"caef_{cell}.jsonl",), mode="traced")
         runs = [run(op, int(p["a"]), int(p["b"])) for p in problems]
         results[cell] = {

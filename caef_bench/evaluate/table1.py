@@ -299,7 +299,6 @@ def direct_training_notes(results: dict, systems: dict[str, System]) -> list[str
     return notes
 
 
-
 def keep_other_systems(previous: dict, results: dict, systems: dict[str, System]) -> dict:
     """`results` (the systems run now) with the other systems of an earlier table1.json document
     (`previous`) kept beside them, in the order of baselines/; each kept one says which command made

@@ -79,16 +79,25 @@ class _FingerprintedOracle(OracleModel):
         self.adapter_fingerprints = fingerprints
 
 
-def test_caef_answers_unchanged_adapters_calls_from_the_caef_suites_records(tmp_path):
+ADAPTERS_W1 = {"aligner_add": "a1", "executor_add": "e1"}
+
+
+def _suite_records(tmp_path, name: str, target: str | None = None):
+    """A suite's records of weights w1 (ADAPTERS_W1) under the root's <tier>-<weights>/ folder: the
+    file `name` holding 45+67= solved by the machines, traced; its path."""
     from caef_bench.runtime import Problem, solve_to_file
     from caef_bench.runtime.reuse import write_weights
 
-    # The caef suite's records for weights w1, under the root's <tier>-<weights>/ folder.
-    adapters = {"aligner_add": "a1", "executor_add": "e1"}
     suite = tmp_path / "records" / "tiny-w1"
     suite.mkdir(parents=True)
-    write_weights(suite, "w1", adapters)
-    solve_to_file([Problem("add_5-0000", "45+67=")], OracleModel(), suite / "caef_add_5.jsonl", mode="traced")
+    write_weights(suite, "w1", ADAPTERS_W1)
+    solve_to_file([Problem("add_5-0000", "45+67=", target)], OracleModel(), suite / name, mode="traced")
+    return suite / name
+
+
+def test_caef_answers_unchanged_adapters_calls_from_the_caef_suites_records(tmp_path):
+    adapters = ADAPTERS_W1
+    _suite_records(tmp_path, "caef_add_5.jsonl")
 
     # The executor changed since; the aligner did not: only the executor's calls are generated.
     model = _FingerprintedOracle({**adapters, "executor_add": "e2"})
@@ -105,15 +114,10 @@ def test_caef_answers_from_the_caef_suites_packed_records_when_no_adapter_change
     every adapter of the cell is unchanged, the expression is answered with its record, nothing solved."""
     import json
 
-    from caef_bench.runtime import Problem, reference_steps, solve_to_file
-    from caef_bench.runtime.reuse import write_weights
+    from caef_bench.runtime import reference_steps
 
-    adapters = {"aligner_add": "a1", "executor_add": "e1"}
-    suite = tmp_path / "records" / "tiny-w1"
-    suite.mkdir(parents=True)
-    write_weights(suite, "w1", adapters)
-    path = suite / "caef_add_5.jsonl"
-    solve_to_file([Problem("add_5-0000", "45+67=", "112")], OracleModel(), path, mode="traced")
+    adapters = ADAPTERS_W1
+    path = _suite_records(tmp_path, "caef_add_5.jsonl", "112")
     packed = [{**json.loads(line), "steps": []} for line in path.read_text().splitlines()]
     path.write_text("".join(json.dumps(record) + "\n" for record in packed))
 
@@ -165,15 +169,8 @@ def test_caef_never_answers_an_aligner_call_from_table2s_records_whose_aligners_
     steps are exact whatever the adapter writes, so reusing them would hide the aligner's mistakes."""
     import json
 
-    from caef_bench.runtime import Problem, solve_to_file
-    from caef_bench.runtime.reuse import write_weights
-
-    adapters = {"aligner_add": "a1", "executor_add": "e1"}
-    suite = tmp_path / "records" / "tiny-w1"
-    suite.mkdir(parents=True)
-    write_weights(suite, "w1", adapters)
-    path = suite / "table2_add_5.jsonl"
-    solve_to_file([Problem("add_5-0000", "45+67=", "112")], OracleModel(), path, mode="traced")
+    adapters = ADAPTERS_W1
+    path = _suite_records(tmp_path, "table2_add_5.jsonl", "112")
     # mark the table's aligner steps, to see whether one is answered from it
     records = [json.loads(line) for line in path.read_text().splitlines()]
     for record in records:

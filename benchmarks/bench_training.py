@@ -8,8 +8,9 @@ Trains the shipped base (full parameters, as the preset's pre-training) and a fr
 (as every adapter) on the same steps drawn from all machines, once per configuration: each
 step's batch as one padded tensor or as length-sorted micro-batches (collate_micro), fp32 or
 bf16 autocast. `--draw direct` times a LoRA adapter alone on LoRA-direct's draws instead (add, the
-protocol's prompt over 1-100 digits, standard position ids), in its own section. Prints completion-weighted loss of the last step (the configurations should
-agree closely: they see the same samples) and real (unpadded) tokens per second.
+protocol's prompt over 1-100 digits, standard position ids), in its own section. Prints
+completion-weighted loss of the last step (the configurations should agree closely: they see the
+same samples) and real (unpadded) tokens per second.
 """
 
 from __future__ import annotations

@@ -224,11 +224,8 @@ def _reusing_steps(step_model, folder: Path, weights_folder: str):
           f"{folder} where they hold the same prompt; {len(solved)} expressions answered with the caef suite's "
           "record of them", file=sys.stderr)
     source = {"folder": str(folder), "weights": earlier["weights"]}
-    steps = {}  # (the first file holding a prompt answers it, in the files' order)
-    for path in files:
-        for key, completion in ReusedSteps.from_records(step_model, path, reusable_adapters(path, unchanged)).steps.items():
-            steps.setdefault(key, completion)
-    return ReusedSteps(step_model, steps), solved, source
+    reused = ReusedSteps.from_files(step_model, {path: reusable_adapters(path, unchanged) for path in files})
+    return reused, solved, source
 
 
 def _operator_of_direct_prompt(context: str) -> str:

@@ -68,8 +68,13 @@ class ReusedSteps:
     @classmethod
     def from_records(cls, model, paths: str | Path | list, adapters: set[str]) -> ReusedSteps:
         """The steps of `adapters` in one or more records files (a missing file gives none)."""
+        return cls.from_files(model, {path: adapters for path in ([paths] if isinstance(paths, (str, Path)) else paths)})
+
+    @classmethod
+    def from_files(cls, model, files: dict) -> ReusedSteps:
+        """{records file: the adapters whose steps it gives}; where files hold the same call, the first one's."""
         steps = {}
-        for path in [paths] if isinstance(paths, (str, Path)) else paths:
+        for path, adapters in files.items():
             for record in load_records(path):
                 for step in record.steps:
                     if step.adapter in adapters:

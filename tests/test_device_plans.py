@@ -157,6 +157,13 @@ def test_lighten_tree_sets_smollm2s_adapters_aside_untracked_and_ignored_and_put
     assert subprocess.run([*script, "aside"], cwd=clone, capture_output=True).returncode == 1  # not twice
     subprocess.run([*script, "back"], cwd=clone, check=True, capture_output=True)
     assert status() == "" and (clone / LIGHTENED / "executors" / "add" / "adapter_model.safetensors").is_file()
+    # thin: the tiny tier and the test sets stay in place but travel only when a call carries them
+    subprocess.run([*script, "thin"], cwd=clone, check=True, capture_output=True)
+    tracked = _tracked(clone)
+    assert not [name for name in tracked if name.startswith(("checkpoints/tiny/", "tasks/data/", LIGHTENED))]
+    assert (clone / "tasks" / "data" / "add_5.jsonl").is_file() and "??" not in status()
+    subprocess.run([*script, "back"], cwd=clone, check=True, capture_output=True)
+    assert status() == "" and "tasks/data" not in (clone / ".git" / "info" / "exclude").read_text()
 
 
 def test_full_evaluation_solves_only_the_cells_asked_for():
@@ -213,12 +220,14 @@ def test_smollm2_weights_travel_in_parts_that_each_fit_a_call_and_join_back_byte
     gguf = tmp_path / "model.gguf"
     gguf.write_bytes(bytes(range(256)) * 41 + b"tail")  # 10,500 bytes
     parts, hold = tmp_path / "parts", tmp_path / "hold"
-    plan = SMOLLM2_WEIGHTS.split(gguf, parts, room=3_000)
-    assert [e["bytes"] for e in plan["parts"]] == [2_625] * 4
-    # one call a part, each carrying its part and the plan; the wheels with the first; then the assembly
-    assert [c["carry"][0] for c in plan["calls"][:-1]] == [".smollm2/1", ".smollm2/2", ".smollm2/3", ".smollm2/4"]
-    assert ".whl" in plan["calls"][0]["carry"] and ".whl" not in plan["calls"][1]["carry"]
-    assert "assemble" in plan["calls"][-1]["command"]
+    plan = SMOLLM2_WEIGHTS.split(gguf, parts, room=3_000, last_room=2_000, last_carry=(".whl", "tasks/data"))
+    assert [e["bytes"] for e in plan["parts"]] == [2_834, 2_833, 2_833, 2_000]
+    # one call a part, each carrying its part and the plan; the last one the wheels and what training reads
+    # too, and it installs them, keeps its part, assembles and trains
+    assert [c["carry"][0] for c in plan["calls"]] == [".smollm2/1", ".smollm2/2", ".smollm2/3", ".smollm2/4"]
+    assert all(".whl" not in c["carry"] for c in plan["calls"][:-1])
+    assert plan["calls"][-1]["carry"][1:] == [".smollm2/plan.json", ".whl", "tasks/data"]
+    assert [step.split()[-1] for step in plan["calls"][-1]["command"].split(" && ")[:3]] == ["--install", "4", "assemble"]
     converted = []
     monkeypatch.setattr("caef_bench.models.smollm2.convert_gguf", lambda path, folder: converted.append(
         path.read_bytes()) or folder)
@@ -237,7 +246,11 @@ def test_smollm2_weights_travel_in_parts_that_each_fit_a_call_and_join_back_byte
 
 def test_the_parts_are_the_fewest_that_fit_and_no_room_is_an_error():
     sizes = SMOLLM2_WEIGHTS.part_sizes(98_362_432, 21 << 20)  # the package's GGUF, ~21 MiB of room a call
-    assert len(sizes) == 5 and sum(sizes) == 98_362_432 and max(sizes) - min(sizes) <= 1 and max(sizes) <= 21 << 20
+    assert len(sizes) == 5 and sum(sizes) == 98_362_432 and max(sizes) <= 21 << 20
+    # the thin tree (lighten_tree.sh thin): ~56 MiB a call, ~38 MiB beside the wheels and test sets in the last
+    sizes = SMOLLM2_WEIGHTS.part_sizes(98_362_432, 56 << 20, 38 << 20)
+    assert sizes == [98_362_432 - (38 << 20), 38 << 20]
+    assert SMOLLM2_WEIGHTS.part_sizes(10, 30, 20) == [10]
     assert sum(SMOLLM2_WEIGHTS.part_sizes(10, 3)) == 10 and len(SMOLLM2_WEIGHTS.part_sizes(10, 3)) == 4
     with pytest.raises(ValueError, match="at the call's limit"):
         SMOLLM2_WEIGHTS.part_sizes(10, 0)

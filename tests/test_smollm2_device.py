@@ -36,13 +36,14 @@ def test_the_plan_is_train_commands_with_the_direct_adapters_on_the_same_samples
     cost = {adapter: 1.0 + i for i, adapter in enumerate(adapters)}
     groups = SCRIPT.streams_of(adapters, cost, 3)
     assert sorted(a for group in groups for a in group) == sorted(adapters) and len(groups) == 3
-    args = Namespace(max_len=100, batch=64, device="cuda")
+    args = Namespace(max_len=100, batch=64, device="cuda", micro_batch_tokens=8192)
     s = 1000
     seen = set()
     for i, group in enumerate(groups):
         for command in SCRIPT.commands_for(group, s, args, "/base", Path(f"run/{i}")):
             parsed = build_parser().parse_args([*command, "--stop-after", "60"])
             assert parsed.preset == "smollm2" and parsed.base == "/base" and parsed.max_len == 100
+            assert parsed.micro_batch_tokens == 8192  # one step of 64 as one tensor: ~100 GiB, eight streams OOM
             kinds = {"executor": parsed.executors, "aligner": parsed.aligners, "direct": parsed.direct or ""}
             seen |= {(kind, op) for kind, ops in kinds.items() for op in ops.split(",") if op}
             if parsed.direct:

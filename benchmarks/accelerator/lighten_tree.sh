@@ -3,24 +3,41 @@
 # SmolLM2's shipped adapters (checkpoints/smollm2-135m/, ~30 MB) leave no room for those, and no call needs
 # them (the SmolLM2 call trains its own). Set them aside for a session's device calls and back after:
 #   benchmarks/accelerator/lighten_tree.sh aside   untracked here (the index only) and ignored: they do not travel
-#   benchmarks/accelerator/lighten_tree.sh back    tracked and in place again: nothing to commit
+#   benchmarks/accelerator/lighten_tree.sh thin    aside, and the tiny tier and the test sets (~36 MB) left in
+#                                                  place but untracked and ignored too: SmolLM2's weights then
+#                                                  travel in two calls, not six (smollm2_weights.py split); a
+#                                                  call that needs either carries it by name
+#   benchmarks/accelerator/lighten_tree.sh back    tracked and in place again, whichever was done: nothing to commit
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 SHIPPED=checkpoints/smollm2-135m
 ASIDE=.smollm2-shipped-aside
+THIN=(checkpoints/tiny tasks/data)  # in place; only the index and the exclude list change
 EXCLUDE=$(git rev-parse --git-path info/exclude)
+exclude() { grep -qxF "$1" "$EXCLUDE" 2>/dev/null || echo "$1" >> "$EXCLUDE"; }
 case "${1:-}" in
-    aside)
+    aside|thin)
         [ ! -e "$ASIDE" ] || { echo "lighten_tree: $ASIDE already holds them; run 'back' first" >&2; exit 1; }
         mkdir -p "$(dirname "$EXCLUDE")"
-        grep -qxF "/$ASIDE/" "$EXCLUDE" 2>/dev/null || echo "/$ASIDE/" >> "$EXCLUDE"
+        exclude "/$ASIDE/"
         git rm -r -q --cached -- "$SHIPPED"
         mv "$SHIPPED" "$ASIDE"
-        echo "lighten_tree: $SHIPPED set aside in $ASIDE (untracked, ignored); 'back' restores it" ;;
+        echo "lighten_tree: $SHIPPED set aside in $ASIDE (untracked, ignored); 'back' restores it"
+        if [ "$1" = thin ]; then
+            for path in "${THIN[@]}"; do
+                exclude "/$path/"
+                git rm -r -q --cached -- "$path"
+            done
+            echo "lighten_tree: ${THIN[*]} untracked and ignored in place (a call that needs them carries them)"
+        fi ;;
     back)
         [ -d "$ASIDE" ] || { echo "lighten_tree: nothing set aside ($ASIDE is missing)" >&2; exit 1; }
         mv "$ASIDE" "$SHIPPED"
-        git reset -q -- "$SHIPPED"
-        echo "lighten_tree: $SHIPPED back and tracked" ;;
-    *) echo "usage: $0 aside|back" >&2; exit 2 ;;
+        for path in "${THIN[@]}"; do
+            grep -vxF "/$path/" "$EXCLUDE" > "$EXCLUDE.tmp" || true
+            mv "$EXCLUDE.tmp" "$EXCLUDE"
+        done
+        git reset -q -- "$SHIPPED" "${THIN[@]}"
+        echo "lighten_tree: $SHIPPED back and tracked${THIN:+; ${THIN[*]} tracked}" ;;
+    *) echo "usage: $0 aside|thin|back" >&2; exit 2 ;;
 esac

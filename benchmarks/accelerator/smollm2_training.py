@@ -2,7 +2,7 @@
 sized from the throughput measured in its first seconds, then the evaluation.
 
     python benchmarks/accelerator/smollm2_training.py train --out OUT [--run work/smollm2_device]
-        [--base DIR] [--device cuda] [--minutes 8] [--max-len 100] [--batch 64] [--streams 8]
+        [--base DIR] [--device cuda] [--minutes 8] [--max-len 100] [--batch 16] [--streams 8]
         [--probe-seconds 20] [--stream-gain 0.5] [--ops add,sub,mul,div,gt,lt,eq] [--samples N]
     python benchmarks/accelerator/smollm2_training.py evaluate --out OUT [--run work/smollm2_device]
         [--device cuda] [--minutes 8] [--limit 100] [--cells C,...] [--past C,... --past-limit 20]
@@ -32,10 +32,11 @@ Table 2's components on the same cells (`caef-bench run --suite table2`). OUT/ev
 tables, their JSON and the records; --past cells (past the trained lengths) run at --past-limit problems.
 
 What must be on the device first: the SmolLM2 weights. The package's GGUF is 98 MB and a call carries
-64 MiB with the working tree (~42 MiB tracked), so it travels in parts, one a call on the same warm
-machine, and is joined, checked and converted there (benchmarks/accelerator/smollm2_weights.py: `split`
-here prints the calls in order); --base can also name a folder already there. The evaluation call needs
-the training call's RUN/checkpoints: run it on the same warm machine, or carry back the archives.
+64 MiB with the working tree, so it travels in parts, one a call on the same warm machine, and is joined,
+checked and converted there (benchmarks/accelerator/smollm2_weights.py: `split` here prints the calls in
+order; with `lighten_tree.sh thin`, two calls, the second also this one); --base can also name a folder
+already there. The evaluation call needs the training call's RUN/checkpoints: run it on the same warm
+machine, or carry back the archives.
 """
 
 from __future__ import annotations
@@ -82,10 +83,14 @@ def mean_tokens(codec, kind: str, op: str, max_len: int, stage: int = 2, draws: 
     return sum(len(codec.prompt_ids(s["prompt"])) + len(codec.completion_ids(s["completion"])) for s in samples) / draws
 
 
-def probe(base: str, device: str, max_len: int, batch: int, seconds: float, run: Path) -> tuple[dict, object]:
+def probe(base: str, device: str, max_len: int, batch: int, seconds: float, run: Path,
+          micro_tokens: int = 0) -> tuple[dict, object]:
     """Tokens a second of one training process of the smollm2 preset's LoRA on this device: a fresh LoRA
     trained for `seconds` (its first steps included: a conservative figure) on executor and aligner
-    samples of add and gt, the long-operand machines, at the run's batch. Returns (the figures, the codec)."""
+    samples of add and gt, the long-operand machines, at the run's batch and micro-batches. Returns (the
+    figures, the codec); the model's device memory is handed back, which the streams need."""
+    import gc
+
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -105,11 +110,18 @@ def probe(base: str, device: str, max_len: int, batch: int, seconds: float, run:
                                              target_modules=preset.target_modules, task_type="CAUSAL_LM"))
     source = MachineSource([(kind, op) for op in ("add", "gt") for kind in ("executor", "aligner")], max_len, seed=5)
     shutil.rmtree(run / "probe", ignore_errors=True)
-    result = train(model, lambda step: collate_micro(source.batch(step, batch), codec, 0), run / "probe",
+    result = train(model, lambda step: collate_micro(source.batch(step, batch), codec, micro_tokens), run / "probe",
                    RunPlan(steps=100_000, lr=preset.lr), RunOptions(time_budget_s=seconds, progress=False))
-    return {"tokens_per_s": result.tokens / max(result.seconds, 1e-9), "steps": result.steps,
-            "seconds": round(result.seconds, 1), "precision": result.precision,
-            "device": describe_device(next(model.parameters()).device), "batch": batch}, codec
+    figures = {"tokens_per_s": result.tokens / max(result.seconds, 1e-9), "steps": result.steps,
+               "seconds": round(result.seconds, 1), "precision": result.precision,
+               "device": describe_device(next(model.parameters()).device), "batch": batch,
+               "micro_batch_tokens": micro_tokens}
+    if device.startswith("cuda"):  # (held in the allocator's cache, it starved the streams: 100 of 140 GiB)
+        figures["peak_memory_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 1)
+        del model, result
+        gc.collect()
+        torch.cuda.empty_cache()
+    return figures, codec
 
 
 def budget(tokens: dict[tuple[str, str], float], stage1_tokens: dict[str, float], tokens_per_s: float,
@@ -144,6 +156,8 @@ def commands_for(group: list[tuple[str, str]], s: int, args, base: str, folder: 
     common = ["train", "--preset", "smollm2", "--base", base, "--max-len", str(args.max_len), "--batch", str(args.batch),
               "--out", str(folder), "--eval-per-cell", "0", "--quiet", "--device", args.device,
               "--workers", "2" if args.device != "cpu" else "0"]
+    if args.micro_batch_tokens:
+        common += ["--micro-batch-tokens", str(args.micro_batch_tokens)]
     executors = [op for kind, op in group if kind == "executor"]
     aligners = [op for kind, op in group if kind == "aligner"]
     direct = [op for kind, op in group if kind == "direct"]
@@ -169,7 +183,8 @@ def run_stream(commands: list[list[str]], log_path: Path, deadline: float) -> in
             full = [sys.executable, "-m", "caef_bench", *command, "--stop-after", f"{left:.0f}"]
             print(" ".join(full[1:]), file=log, flush=True)
             code = subprocess.run(full, stdout=log, stderr=subprocess.STDOUT,
-                                  env={**os.environ, "PYTHONUNBUFFERED": "1"}).returncode
+                                  env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", **os.environ,
+                                       "PYTHONUNBUFFERED": "1"}).returncode
             if code:
                 return code
     return 0
@@ -222,7 +237,8 @@ def train_main(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (run / "logs").mkdir(parents=True, exist_ok=True)
     base = base_folder(args.base or "smollm2-135m")
-    measured, codec = probe(base, args.device, args.max_len, args.batch, args.probe_seconds, run)
+    measured, codec = probe(base, args.device, args.max_len, args.batch, args.probe_seconds, run,
+                            args.micro_batch_tokens)
     adapters = adapters_for(args.ops.split(","))
     tokens = {(kind, op): mean_tokens(codec, kind, op, args.max_len) for kind, op in adapters}
     stage1 = {op: mean_tokens(codec, kind, op, args.max_len, stage=1, draws=8) for kind, op in adapters
@@ -339,8 +355,12 @@ def main(argv=None) -> int:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--minutes", type=float, default=8.0, help="this call's own time for its work")
     parser.add_argument("--max-len", type=int, default=100, help="operand lengths 1..N")
-    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--batch", type=int, default=16,
+                        help="samples a step (16 on an H200, 2026-11-30: 9.6 GiB a process at the peak)")
     parser.add_argument("--streams", type=int, default=8, help="training processes sharing the device")
+    parser.add_argument("--micro-batch-tokens", type=int, default=8192,
+                        help="each stream's (and the probe's) micro-batches, in padded tokens: a step of 64 "
+                             "1-100-digit samples as one tensor took ~100 GiB on an H200, so eight streams did not fit")
     parser.add_argument("--probe-seconds", type=float, default=20.0)
     parser.add_argument("--stream-gain", type=float, default=0.5,
                         help="the aggregate throughput of the streams, per stream, as a share of the probe's")

@@ -1,13 +1,15 @@
 """SmolLM2-135M-Instruct's weights onto a lent accelerator, which cannot fetch them: the package's GGUF
 (98 MB, Q4_1, so it hardly compresses) is larger than what one call carries beside the working tree
-(64 MiB in all, ~42 MiB of it tracked files), so it travels in parts, one a call, on the same warm
-machine, and is put together and converted there before the training call.
+(64 MiB in all), so it travels in parts, one a call, on the same warm machine, and is put together and
+converted there in the training call, which carries the last part.
 
-    here:   python benchmarks/accelerator/smollm2_weights.py split
+    here:   benchmarks/accelerator/lighten_tree.sh thin    (the tree ~6 MiB: two calls; `aside` alone: six)
+            python benchmarks/accelerator/smollm2_weights.py split
             -> .smollm2/1 .. .smollm2/K (ignored by git), each small enough to travel with the tree,
-               and .smollm2/plan.json: the parts' sizes and digests and the K+1 device calls to make
-    there:  python benchmarks/accelerator/smollm2_weights.py keep K       (call k: carry .smollm2/K)
-            python benchmarks/accelerator/smollm2_weights.py assemble     (the last call, before training)
+               and .smollm2/plan.json: the parts' sizes and digests and the K device calls to make
+    there:  python3 benchmarks/accelerator/smollm2_weights.py keep k       (call k < K: carry .smollm2/k)
+            ... keep K && ... assemble && smollm2_training.py train          (call K: the last part, the
+               wheels, and the test sets training holds out where the tree left them behind)
 
 `keep` copies the part it was carried with to a folder outside the checkout (--hold, default
 /root/smollm2-parts), since a later call replaces the checkout's carried paths; the machine goes back
@@ -38,7 +40,8 @@ from caef_bench.models.smollm2 import sha256_of  # noqa: E402  (stdlib only at i
 PARTS = ROOT / ".smollm2"
 CALL_BYTES = 64 << 20  # what one call carries: the working tree and its carried paths
 MARGIN_BYTES = 2 << 20  # for files added between the split and the calls (logs, notes)
-WHEELS = ".whl"  # carried by the first call only; the installed packages stay on the machine
+WHEELS = ".whl"  # carried by the last call, which installs them and trains
+TRAINING_READS = ("tasks/data",)  # the test sets the training holds out: carried by the last call where untracked
 
 
 def travelling_bytes(root: Path = ROOT) -> int:
@@ -48,19 +51,27 @@ def travelling_bytes(root: Path = ROOT) -> int:
     return sum((root / name.decode()).stat().st_size for name in listed if name and (root / name.decode()).is_file())
 
 
-def part_sizes(total: int, room: int) -> list[int]:
-    """Sizes of the fewest parts of at most `room` bytes, as equal as whole bytes allow."""
-    if room <= 0:
+def part_sizes(total: int, room: int, last_room: int | None = None) -> list[int]:
+    """Sizes of the fewest parts where every part but the last has at most `room` bytes and the last at most
+    `last_room` (default `room`; the last call carries more beside its part): the last as full as it may be,
+    the others as equal as whole bytes allow."""
+    last_room = room if last_room is None else last_room
+    if room <= 0 or last_room <= 0:
         raise ValueError("nothing can travel beside the working tree: it is at the call's limit already")
-    count = math.ceil(total / room)
-    base, extra = divmod(total, count)
-    return [base + (index < extra) for index in range(count)]
+    if total <= last_room:
+        return [total]
+    rest = total - last_room
+    count = math.ceil(rest / room)
+    base, extra = divmod(rest, count)
+    return [base + (index < extra) for index in range(count)] + [last_room]
 
 
-def split(gguf: Path, parts: Path, room: int) -> dict:
-    """Write gguf's parts to parts/1..K and parts/plan.json; returns the plan."""
+def split(gguf: Path, parts: Path, room: int, last_room: int | None = None,
+          last_carry: tuple[str, ...] = (WHEELS,)) -> dict:
+    """Write gguf's parts to parts/1..K and parts/plan.json; returns the plan. Call K carries `last_carry`
+    beside its part (at most `last_room` bytes), installs the wheels, assembles and trains."""
     shutil.rmtree(parts, ignore_errors=True)
-    sizes = part_sizes(gguf.stat().st_size, room)
+    sizes = part_sizes(gguf.stat().st_size, room, last_room)
     entries, whole = [], hashlib.sha256()  # the whole file's digest from the same one read
     with open(gguf, "rb") as source:
         for number, size in enumerate(sizes, start=1):
@@ -70,15 +81,24 @@ def split(gguf: Path, parts: Path, room: int) -> dict:
             (folder / "part").write_bytes(data)
             whole.update(data)
             entries.append({"part": number, "bytes": size, "sha256": hashlib.sha256(data).hexdigest()})
-    plan = {"gguf_file": gguf.name, "bytes": sum(sizes), "sha256": whole.hexdigest(), "parts": entries,
-            "calls": [{"carry": [f".smollm2/{e['part']}", ".smollm2/plan.json"] + ([WHEELS] if e["part"] == 1 else []),
-                       "command": ("bash benchmarks/accelerator/device_wheels.sh --install && " if e["part"] == 1 else "")
-                       + f"python3 benchmarks/accelerator/smollm2_weights.py keep {e['part']}"} for e in entries]
-            + [{"carry": [".smollm2/plan.json"],
-                "command": "python3 benchmarks/accelerator/smollm2_weights.py assemble && "
-                           "python3 benchmarks/accelerator/smollm2_training.py train --out $OUT ..."}]}
+    keep_command = "python3 benchmarks/accelerator/smollm2_weights.py keep {}"
+    calls = [{"carry": [f".smollm2/{e['part']}", ".smollm2/plan.json"], "command": keep_command.format(e["part"])}
+             for e in entries[:-1]]
+    calls.append({"carry": [f".smollm2/{len(entries)}", ".smollm2/plan.json", *last_carry],
+                  "command": "bash benchmarks/accelerator/device_wheels.sh --install && "
+                             + keep_command.format(len(entries)) + " && "
+                             "python3 benchmarks/accelerator/smollm2_weights.py assemble && "
+                             "python3 benchmarks/accelerator/smollm2_training.py train --out $OUT ..."})
+    plan = {"gguf_file": gguf.name, "bytes": sum(sizes), "sha256": whole.hexdigest(), "parts": entries, "calls": calls}
     (parts / "plan.json").write_text(json.dumps(plan, indent=1) + "\n")
     return plan
+
+
+def untracked_bytes(path: str, root: Path = ROOT) -> int:
+    """Bytes under `path` when git ignores it (lighten_tree.sh thin): a call carries them by name; else 0 (they travel)."""
+    if subprocess.run(["git", "check-ignore", "-q", path], cwd=root).returncode != 0:
+        return 0
+    return sum(p.stat().st_size for p in (root / path).rglob("*") if p.is_file())
 
 
 def keep(number: int, parts: Path, hold: Path) -> Path:
@@ -144,8 +164,12 @@ def main(argv: list[str] | None = None) -> int:
         if gguf is None:
             raise SystemExit(f"no GGUF to split: run `{INSTALL_HINT}` first")
         wheels = sum(p.stat().st_size for p in (ROOT / WHEELS).glob("*") if p.is_file())
-        room = args.room or CALL_BYTES - travelling_bytes() - MARGIN_BYTES - wheels
-        plan = split(gguf, args.parts, room)
+        if not wheels:
+            raise SystemExit("no wheels in .whl: run benchmarks/accelerator/device_wheels.sh first")
+        carried = [path for path in TRAINING_READS if untracked_bytes(path)]
+        room = args.room or CALL_BYTES - travelling_bytes() - MARGIN_BYTES
+        last_room = room - wheels - sum(untracked_bytes(path) for path in carried)
+        plan = split(gguf, args.parts, room, last_room if not args.room else None, (WHEELS, *carried))
         print(f"{gguf.name}: {len(plan['parts'])} parts of at most {max(e['bytes'] for e in plan['parts']) / 2**20:.1f} "
               f"MiB in {args.parts}; the calls, in order, on one warm machine:")
         for number, call in enumerate(plan["calls"], start=1):

@@ -48,6 +48,20 @@ def test_lm_eval_arguments_fill_placeholders_and_pick_the_groups_tasks(monkeypat
     assert load_systems()["lora-direct-tiny"].task("eq_100") == "caef_eq_100_direct"
 
 
+def test_a_system_files_data_placeholder_is_the_data_root_wherever_the_command_runs(monkeypatch, tmp_path):
+    from caef_bench.evaluate.table1 import system_weights
+    from caef_bench.models.loading import get_tier, weights_fingerprint
+    from caef_bench.paths import data_root
+
+    monkeypatch.chdir(tmp_path)  # a relative checkpoints path would name a folder here
+    system = load_systems()["lora-direct-tiny-protocol"]
+    folder = Path(system.resolved_model_args()["checkpoints"])
+    assert folder == data_root() / "checkpoints" / "tiny-direct-protocol" and (folder / "direct" / "add").is_dir()
+    # its own weights, beside the tier's: the tier's fingerprint, which every reference result names, is not moved
+    assert system_weights(system) != system_weights(load_systems()["lora-direct-tiny"]) == weights_fingerprint(
+        get_tier("tiny"))
+
+
 def test_every_system_has_a_task_for_every_repeated_cell_in_its_own_prompt_style():
     from caef_bench.data.testsets import repeated_cells
     from caef_bench.paths import TASKS_DIR

@@ -23,7 +23,9 @@ from caef_bench.paths import BASELINES_DIR, TASKS_DIR
 
 PAPER_ROWS = ("CAEF", "LLaMA 3.1 (L)", "LLaMA 3.1 (I)", "GPT-4o")
 TASK_GROUPS = {"caef_table1": "", "caef_table1_direct": "_direct", "caef_table1_chat": "_chat"}
-_PLACEHOLDER = re.compile(r"\{(smollm2|env:[A-Za-z_][A-Za-z0-9_]*)\}")
+# {smollm2}: SmolLM2's converted weights; {data}: the data root (a checkout's top folder), so that a path in a
+# system file does not depend on where a command runs; {env:NAME}: an environment variable
+_PLACEHOLDER = re.compile(r"\{(smollm2|data|env:[A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 @dataclass(frozen=True)
@@ -155,6 +157,10 @@ def _placeholder(name: str) -> str:
         from caef_bench.models.smollm2 import converted_dir
 
         return str(converted_dir())
+    if name == "data":
+        from caef_bench.paths import data_root
+
+        return str(data_root())
     value = os.environ.get(name[4:])
     if not value:
         raise ValueError(f"model_args need the environment variable {name[4:]}")

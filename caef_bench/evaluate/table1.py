@@ -236,7 +236,7 @@ def direct_training_notes(results: dict, systems: dict[str, System]) -> list[str
     manifests'), as a fraction of its budget on the tiny tier (its plan: the samples of that
     operator's CAEF executor and aligner plans together), the samples its CAEF counterparts were
     trained on, and the position ids it ran under; a row below its budget says it is a lower bound."""
-    from caef_bench.models.loading import adapter_schemes, tier_with_checkpoints
+    from caef_bench.models.loading import adapter_schemes, get_tier, tier_with_checkpoints
     from caef_bench.train.presets import TINY_ADAPTER_PLANS
 
     notes = []
@@ -248,13 +248,15 @@ def direct_training_notes(results: dict, systems: dict[str, System]) -> list[str
         tier = args.get("tier", "tiny")
         loaded = tier_with_checkpoints(tier, args.get("checkpoints"))
         root = Path(loaded.adapters)
+        # a folder of direct adapters alone (checkpoints/tiny-direct-protocol): the CAEF pair is the tier's own
+        caef_root = root if (root / "executors").is_dir() else Path(get_tier(tier).adapters)
         schemes = adapter_schemes(root)  # what each ran under, as loading runs it: its manifest's, else the tier's
         parts, short, coupled, classes = [], False, [], []
         for op in ("add", "sub", "mul", "div", "gt", "lt", "eq"):
             direct = trained_samples(root / "direct" / op)
             if direct is None:
                 continue
-            caef = [trained_samples(root / kind / op) for kind in ("executors", "aligners")]
+            caef = [trained_samples(caef_root / kind / op) for kind in ("executors", "aligners")]
             part = f"{op} {direct:,}"
             plan = TINY_ADAPTER_PLANS.get(f"direct_{op}", {}).get("samples") if tier == "tiny" else None
             pair = sum(caef) if None not in caef else None

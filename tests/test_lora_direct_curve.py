@@ -237,6 +237,19 @@ def test_the_report_puts_the_curve_beside_caef_and_the_paper_in_three_files(tmp_
         write_curve_report(tmp_path / "missing.json", tmp_path / "out", "cmd")
 
 
+def test_the_findings_name_the_first_and_last_snapshot_or_say_there_was_one():
+    from caef_bench.report.direct_curve import curve_findings
+
+    def record(labels):
+        points = [{"fraction": label_, "cells": {"add_5": {"n": 100, "correct": c, "accuracy": c / 100}}}
+                  for label_, c in labels]
+        return {"points": {"add": points}}
+
+    assert "Addition 10% at 1/16 of its budget and 90% at 1" in curve_findings(record([("1/16", 10), ("1", 90)]))
+    only = curve_findings(record([("1/16", 0)]))  # a run the call's deadline stopped before its second snapshot
+    assert "Addition 0% at 1/16 of its budget (its only snapshot)" in only and " and 0%" not in only
+
+
 @pytest.mark.slow
 def test_the_whole_curve_runs_on_the_shipped_tiny_base(tmp_path):
     # One step on the real base (minutes on a CPU), then N=2, then the report. The fraction of add's budget

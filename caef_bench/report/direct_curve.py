@@ -76,8 +76,12 @@ def curve_findings(record: dict) -> str:
     for op, points in record["points"].items():
         first, last = points[0], points[-1]
         chance = " (a guess is right half the time)" if op in ("gt", "lt", "eq") else ""
-        parts.append(f"{OP_NAMES[op]}{chance} {_range(list(first['cells'].values()))} at {first['fraction']} of its "
-                     f"budget and {_range(list(last['cells'].values()))} at {last['fraction']}")
+        part = f"{OP_NAMES[op]}{chance} {_range(list(first['cells'].values()))} at {first['fraction']} of its budget"
+        if len(points) > 1:
+            part += f" and {_range(list(last['cells'].values()))} at {last['fraction']}"
+        else:  # a run stopped before its second snapshot
+            part += " (its only snapshot)"
+        parts.append(part)
     text = (f"LoRA-direct on the tiny base, evaluated at snapshots of one training run per operator ("
             f"N={'/'.join(str(n) for n in ns)} per test cell, across the operand lengths): " + "; ".join(parts) + ".")
     caef = (record.get("caef") or {}).get("cells") or {}

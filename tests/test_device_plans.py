@@ -189,6 +189,20 @@ def test_the_direct_call_runs_commands_the_cli_takes_for_every_operator(extra):
 LONG_OPERAND_TIER = _accelerator_script("long_operand_tier")
 
 
+def test_the_direct_call_brings_back_its_runs_so_a_call_on_another_machine_goes_on(tmp_path):
+    # a machine starts bare: the runs' checkpoints travel back and are unpacked where train-curve looks
+    run = tmp_path / "first"
+    files = {"frac_1_16/direct/add/adapter_model.safetensors": b"snapshot",
+             ".runs/direct_add/curve/checkpoint/optimizer.pt": b"adam", ".runs/direct_add/curve/checkpoint/state.json": b"{}"}
+    for name, data in files.items():
+        (run / "curve" / name).parent.mkdir(parents=True, exist_ok=True)
+        (run / "curve" / name).write_bytes(data)
+    DIRECT_ADAPTERS.pack(run)
+    later = tmp_path / "later"
+    DIRECT_ADAPTERS.unpack(later, [str(run / "curve.tgz"), str(run / "resume.tgz")])
+    assert {name: (later / "curve" / name).read_bytes() for name in files} == files
+
+
 @pytest.mark.parametrize("smoke", [False, True])
 def test_the_long_operand_tier_call_runs_commands_the_cli_takes(smoke, tmp_path):
     from caef_bench.evaluate.long_operands import build_parser as long_operands_parser

@@ -5,7 +5,8 @@ checkpoint in the next call), then every snapshot on its operator's Table 1 cell
 eval-curve`), then the report.
 
     python benchmarks/accelerator/direct_adapters.py --out DIR [--device cuda] [--minutes 6] [--eval-minutes 2]
-        [--ops add,sub,mul,div,gt,lt,eq] [--per-cell 100] [-- extra train-curve flags, e.g. --adapter full]
+        [--ops add,sub,mul,div,gt,lt,eq] [--per-cell 100] [--resume resume.tgz]
+        [-- extra train-curve flags, e.g. --adapter full]
     python benchmarks/accelerator/direct_adapters.py --out work/direct_smoke --device cpu --smoke
 
 Sizing (issue 61): a direct sample is ~250 tokens under the protocol's draws (data.direct.LENGTH_RULE),
@@ -15,7 +16,10 @@ budgets are 187k (div) to 687k (add) samples, 3.3M in all: ~0.8G tokens. The ear
 about three. The script prints each stream's tokens/s after its first minute and what fraction of the
 budget each operator reached; what did not finish goes on in the next call with the same command.
 What comes back under DIR: curve.tgz (every snapshot frac_*/direct/<op>/, no optimizer state),
-evaluation.json, lora_direct_curve.{md,json,png} and logs/.
+resume.tgz (each run's checkpoint, optimizer state included: ~2 MB an operator), evaluation.json,
+lora_direct_curve.{md,json,png} and logs/. A call on another machine (a later session's: each starts
+bare) goes on where this one stopped with `--resume` naming the two archives it carries, curve.tgz's
+snapshots and resume.tgz's runs unpacked into DIR/curve first.
 """
 
 from __future__ import annotations
@@ -89,12 +93,25 @@ def evaluate(run: Path, device: str, minutes: float, per_cell: int) -> int:
 
 
 def pack(run: Path) -> Path:
+    """curve.tgz (the snapshots) and resume.tgz (each run's checkpoint) in `run`; returns the first."""
     archive = run / "curve.tgz"
     with tarfile.open(archive, "w:gz") as tar:
         for path in sorted((run / "curve").glob("frac_*/direct/*/*")):
             if path.is_file():
                 tar.add(path, arcname=str(path.relative_to(run / "curve")))
+    with tarfile.open(run / "resume.tgz", "w:gz") as tar:
+        for path in sorted((run / "curve" / ".runs").rglob("*")):
+            if path.is_file():
+                tar.add(path, arcname=str(path.relative_to(run / "curve")))
     return archive
+
+
+def unpack(run: Path, archives: list[str]) -> None:
+    """An earlier call's curve.tgz and resume.tgz into run/curve, where its train-curve commands go on."""
+    (run / "curve").mkdir(parents=True, exist_ok=True)
+    for archive in archives:
+        with tarfile.open(archive) as tar:
+            tar.extractall(run / "curve", filter="data")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,10 +123,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ops", default=OPS)
     parser.add_argument("--per-cell", type=int, default=100)
     parser.add_argument("--smoke", action="store_true", help="a CPU try of every step: 4 steps of 4 samples")
+    parser.add_argument("--resume", action="append", default=[], metavar="ARCHIVE",
+                        help="an earlier call's curve.tgz or resume.tgz, unpacked first (twice for both)")
     parser.add_argument("extra", nargs="*", help="after --: more train-curve flags (e.g. --adapter full)")
     args = parser.parse_args(argv)
     run, ops = Path(args.out), args.ops.split(",")
     run.mkdir(parents=True, exist_ok=True)
+    unpack(run, args.resume)
     started = time.perf_counter()
     streams = train_streams(run, ops, args.device, args.minutes, args.smoke, args.extra)
     trained = time.perf_counter() - started

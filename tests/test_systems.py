@@ -268,3 +268,14 @@ def test_only_systems_of_a_tier_have_weights_and_the_report_names_them():
     results = _results()
     results["caef-tiny"]["weights"] = "c0ffee000000"
     assert "weights `c0ffee000000`; N=10 per cell" in table1_markdown(results, "cmd")
+
+
+def test_two_systems_of_one_paper_row_and_tier_draw_apart_in_the_figure():
+    from caef_bench.report.table1 import line_styles
+
+    ran = {"cells": {}}
+    results = {"a": {**ran, "paper_row": "LLaMA 3.1 (L)", "tier": "tiny"}, "gone": {"paper_row": "LLaMA 3.1 (L)"},
+               "b": {**ran, "paper_row": "LLaMA 3.1 (L)", "tier": "tiny"}, "c": {**ran, "paper_row": "LLaMA 3.1 (L)"}}
+    styles = line_styles(results)
+    assert set(styles) == {"a", "b", "c"}  # a system that did not run draws nothing
+    assert styles["a"] == styles["c"] == ("-", None) and styles["b"][0] != "-" and styles["b"][1] == "white"

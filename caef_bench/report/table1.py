@@ -200,6 +200,18 @@ def _example_replies(results: dict, per_system: int = 4) -> list[str]:
     return lines
 
 
+def line_styles(results: dict) -> dict[str, tuple[str, str | None]]:
+    """{system that ran: (line style, marker face)}. Two systems of one paper row on one tier
+    (lora-direct-tiny and lora-direct-tiny-protocol) would draw alike in colour and marker: the second
+    and later get another line style and hollow markers."""
+    styles, seen = {}, {}
+    for name, result in ((n, r) for n, r in results.items() if "cells" in r):
+        key = (result.get("paper_row"), result.get("tier"))
+        styles[name] = [("-", None), (":", "white"), ("-.", "white")][min(seen.get(key, 0), 2)]
+        seen[key] = seen.get(key, 0) + 1
+    return styles
+
+
 def table1_figure(results: dict, path: str | Path) -> None:
     """Accuracy against operand length: a panel per operator, a line per system, the paper's dashed."""
     import matplotlib
@@ -212,6 +224,7 @@ def table1_figure(results: dict, path: str | Path) -> None:
     ops = ["add", "sub", "gt", "lt", "eq", "mul", "div"]
     fig, axes = plt.subplots(2, 4, figsize=(16, 7.5), sharey=True)
     colors = {row: color for row, color in zip(PAPER_ROWS, ("tab:blue", "tab:orange", "tab:green", "tab:red"))}
+    styles = line_styles(results)
     for ax, op in zip(axes.flat, ops):
         columns = lengths if op not in ("mul", "div") else ["1-10"]
         x = range(len(columns))
@@ -221,8 +234,9 @@ def table1_figure(results: dict, path: str | Path) -> None:
             values = [next((100 * s["accuracy"] for c, s in result["cells"].items()
                             if _op(c) == op and CELL_COLUMN[c] == column), None) for column in columns]
             # the colour is the paper row a system stands for, the marker its tier (two CAEF rows apart)
-            ax.plot(x, values, marker=TIER_MARKERS.get(result.get("tier"), "^"),
-                    color=colors.get(result.get("paper_row"), "tab:gray"), label=f"{name} (ours)")
+            linestyle, face = styles[name]
+            ax.plot(x, values, marker=TIER_MARKERS.get(result.get("tier"), "^"), linestyle=linestyle,
+                    markerfacecolor=face, color=colors.get(result.get("paper_row"), "tab:gray"), label=f"{name} (ours)")
         for row in PAPER_ROWS:
             values = [paper.get(OP_NAMES[op], {}).get(row, {}).get(column) for column in columns]
             ax.plot(x, values, linestyle="--", marker="x", color=colors[row], alpha=0.7, label=f"{row} (paper)")
@@ -236,7 +250,8 @@ def table1_figure(results: dict, path: str | Path) -> None:
     for ax in axes[:, 0]:
         ax.set_ylabel("accuracy %")
     fig.suptitle("Table 1: accuracy against operand length (ours solid: circles the tiny tier, squares the SmolLM2 "
-                 "tier, triangles other models; the paper dashed)")
+                 "tier, triangles other models,\na second system of one paper row and tier dotted and hollow; the "
+                 "paper dashed)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

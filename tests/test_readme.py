@@ -217,9 +217,9 @@ def test_what_the_readme_says_of_the_committed_results_is_what_they_hold():
     assert all(direct[cell]["correct"] == 0 for cell in direct if cell.split("_")[0] in ("add", "sub"))
     assert {stats["n"] for stats in direct.values()} == {100} and "N=100 per cell" in text
     # lora-direct-tiny-protocol "trained on the protocol's draws to 6-50% of its budget, gets gt, lt and eq at
-    # 93-100% at every length, mul 31%, div 43%, no add or sub yet"
-    assert ("trained on the protocol's draws to 6-50% of its budget, gets gt, lt and eq at 93-100% at every length, "
-            "mul 31%, div 43%, no add or sub yet") in text
+    # 93-100% at every length (...), mul 31%, div 43%, no add or sub yet"
+    assert "trained on the protocol's draws to 6-50% of its budget, gets gt, lt and eq at 93-100% at every length (" in text
+    assert "mul 31%, div 43%, no add or sub yet" in text
     protocol = systems["lora-direct-tiny-protocol"]["cells"]
     comparisons = [round(100 * s["accuracy"]) for c, s in protocol.items() if c.split("_")[0] in ("gt", "lt", "eq")]
     assert len(comparisons) == 12 and min(comparisons) == 93 and max(comparisons) == 100

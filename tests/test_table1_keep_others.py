@@ -79,3 +79,14 @@ def test_without_an_earlier_table_the_run_stops_before_running_anything(tmp_path
                          capture_output=True, text=True, timeout=120)
     assert run.returncode != 0 and "caef-smollm2-135m in the earlier table ran on weights 000000000000" in run.stderr
     assert not (tmp_path / "work").exists()
+
+
+def test_a_kept_system_whose_weights_are_not_on_this_machine_is_refused_in_the_options_words(systems, previous,
+                                                                                              monkeypatch, tmp_path):
+    # the official 8B adapters, say, absent here: the run stops before anything, naming the option and the way out
+    monkeypatch.setenv("CAEF_LLAMA_PATH", str(tmp_path / "no-llama"))
+    monkeypatch.setenv("CAEF_LLAMA_ADAPTERS", str(tmp_path / "no-adapters"))
+    llama = {**previous, "systems": {**previous["systems"], "caef-llama-3.1-8b": _entry(
+        "CAEF", 10, tier="llama-3.1-8b", weights="0123456789ab")}}
+    with pytest.raises(ValueError, match=r"--keep-others: caef-llama-3.1-8b .*cannot check .*add it to --systems"):
+        keep_other_systems(llama, {}, systems)

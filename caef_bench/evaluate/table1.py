@@ -308,7 +308,12 @@ def keep_other_systems(previous: dict, results: dict, systems: dict[str, System]
     before anything runs, naming it (run it again instead). Systems no longer in baselines/ are dropped."""
     kept = {name: entry for name, entry in previous["systems"].items() if name not in results and name in systems}
     for name, entry in kept.items():
-        now = system_weights(systems[name]) if entry.get("weights") else None
+        try:
+            now = system_weights(systems[name]) if entry.get("weights") else None
+        except (FileNotFoundError, ValueError) as error:  # its weights are not on this machine (the 8B tier's)
+            raise ValueError(f"--keep-others: {name} in the earlier table ran on weights {entry['weights']}, which "
+                             f"this machine cannot check ({error}): add it to --systems to run it again, or "
+                             f"run where its weights are") from error
         if now is not None and now != entry["weights"]:
             raise ValueError(f"--keep-others: {name} in the earlier table ran on weights {entry['weights']}, its "
                              f"checkpoints are now {now}: add it to --systems to run it again")

@@ -1,5 +1,7 @@
 """One-step cells: the test sets' cells, and sub9_<n> for the executors that carry REFLECTION's dropped zeros."""
 
+import pytest
+
 from caef_bench.evaluate.onestep import cells_for, executor_cases
 from caef_bench.machines import parse
 from caef_bench.report.tables import onestep_markdown
@@ -103,7 +105,7 @@ def test_measure_adapters_skips_what_was_measured_and_keeps_the_order_asked(monk
     earlier = {"aligner_add": {"add_5": "earlier"}, "executor_gt": {"gt_5": "earlier"}}
     results = onestep.measure_adapters(StepModel(), [("executor", "add"), ("aligner", "add")], 3, 7, earlier,
                                        save=lambda r: saved.append(list(r)), progress=lambda n, c: shown.append(n))
-    assert calls == [("weights", "codec of executor_add", "executor", "add", 3, 7, False)]
+    assert calls == [("weights", "codec of executor_add", "executor", "add", 3, 7, False, None)]
     assert StepModel.active == ["executor_add"] and shown == ["executor_add", "aligner_add"]
     assert saved == [["aligner_add", "executor_gt", "executor_add"]]  # after each adapter measured
     assert list(results) == ["executor_add", "aligner_add", "executor_gt"]  # the order asked, then the rest
@@ -170,3 +172,17 @@ def test_structured_cells_come_only_when_asked_and_hold_structured_operands():
         assert int(a) >= int(b)
     for source, target in executor_cases("left_mask", "struct_100", 10):
         assert parse(source).state.machine == "LEFT_MASK"
+
+
+def test_max_len_measures_the_cells_of_short_operands_alone(monkeypatch):
+    from caef_bench.cli import build_parser
+    from caef_bench.evaluate import onestep
+
+    scored = []
+    monkeypatch.setattr(onestep, "score_cases", lambda generate, cases, count: scored.append(len(cases)) or {})
+    cells = onestep._score_cells(None, None, "executor", "add", 2, 0, False, max_len=10)
+    assert set(cells) == {cell for cell in onestep.cells_for("add") if onestep.cell_digits(cell) <= 10}
+    assert "add_10" in cells and "add_50" not in cells and scored == [2] * len(cells)
+    assert build_parser().parse_args(["onestep", "--max-len", "10"]).max_len == 10
+    with pytest.raises(ValueError, match="--max-len picks one-step cells"):  # before any model loads
+        onestep.measure_tier("tiny", None, [("executor", "add")], 2, 0, every_step=True, max_len=10)

@@ -22,6 +22,9 @@ def register(commands) -> None:
     onestep.add_argument("--structured", action="store_true",
                          help="also the struct_<n> cells: operands of the structured samplers (runs of one digit, "
                               "round numbers, periodic patterns, equal operands, …; caef_bench/data/structured.py)")
+    onestep.add_argument("--max-len", type=int,
+                         help="only the cells of operands up to N digits (add_5, add_10 for 10): a tier that "
+                              "generates slowly on a CPU, such as SmolLM2, in minutes rather than hours")
     onestep.add_argument("--seed", type=int, default=0)
     device_argument(onestep)
     onestep.add_argument("--json", help="also write the results to this JSON file")
@@ -49,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     record = measure_tier(args.model, args.checkpoints, adapters, args.per_cell, args.seed, base_only=args.base_only,
                           device=str(device(args)), command=args.command_line,
                           out=Path(args.out) if args.out else None, markdown=onestep_markdown, progress=show,
-                          every_step=args.every_step, structured=args.structured)
+                          every_step=args.every_step, structured=args.structured, max_len=args.max_len)
     if args.json:
         Path(args.json).write_text(json.dumps(record, indent=1) + "\n")
     return 0

@@ -260,13 +260,13 @@ def generate_in_batches(step_model, name: str, prompts: list[str], limits: list[
 
 
 def batched_one_step_accuracy(step_model, kind: str, op: str, per_cell: int, seed: int,
-                              structured: bool = False) -> dict:
+                              structured: bool = False, max_len: int | None = None) -> dict:
     """`one_step_accuracy` through the step model's batched greedy decoding (one verification pass for
     many cases, as the runtime decodes): the same greedy outputs, the same cases, many times faster
     for a thousand cases per cell."""
     name = adapter_name(kind, op)
     generate = lambda prompts, limits, drafts: generate_in_batches(step_model, name, prompts, limits)  # noqa: E731
-    return _score_cells(generate, step_model.codec_for(name), kind, op, per_cell, seed, structured)
+    return _score_cells(generate, step_model.codec_for(name), kind, op, per_cell, seed, structured, max_len)
 
 
 def one_step_check(per_cell: int, seed: int) -> Callable[..., dict]:
@@ -279,9 +279,10 @@ def one_step_check(per_cell: int, seed: int) -> Callable[..., dict]:
 def measure_adapters(step_model, adapters: list[tuple[str, str]], per_cell: int, seed: int,
                      measured: dict | None = None, save: Callable[[dict], None] | None = None,
                      progress: Callable[[str, dict], None] | None = None, every_step: bool = False,
-                     structured: bool = False) -> dict:
+                     structured: bool = False, max_len: int | None = None) -> dict:
     """One-step accuracy of each (kind, op) adapter of `step_model` (a runtime.hf.HFStepModel), by adapter
-    name, in the order of `adapters` (then any others in `measured`).
+    name, in the order of `adapters` (then any others in `measured`); with `max_len`, on the cells of
+    operands up to that many digits alone.
 
     The adapters already in `measured` (an earlier run's results) are not measured again;
     save(results) runs after every adapter measured, so an interrupted run keeps what finished;
@@ -295,10 +296,10 @@ def measure_adapters(step_model, adapters: list[tuple[str, str]], per_cell: int,
             if every_step and kind == "executor":
                 results[name] = every_step_accuracy(step_model, op, per_cell, seed, structured)
             elif hasattr(step_model, "generate"):
-                results[name] = batched_one_step_accuracy(step_model, kind, op, per_cell, seed, structured)
+                results[name] = batched_one_step_accuracy(step_model, kind, op, per_cell, seed, structured, max_len)
             else:
                 results[name] = one_step_accuracy(step_model.model, step_model.codec_for(name), kind, op, per_cell, seed,
-                                                  structured)
+                                                  structured, max_len)
             if save is not None:
                 save(results)
         if progress is not None:
@@ -325,7 +326,7 @@ def measure_tier(tier: str, checkpoints: str | None, adapters: list[tuple[str, s
                  base_only: bool = False, device: str = "cpu", command: str = "", out: Path | None = None,
                  markdown: Callable[[dict, str], str] | None = None,
                  progress: Callable[[str, dict], None] | None = None, every_step: bool = False,
-                 structured: bool = False) -> dict:
+                 structured: bool = False, max_len: int | None = None) -> dict:
     """`caef-bench onestep`: the one-step accuracy of a tier's adapters (or, base_only, of its base with
     no adapter), as a record: the command, the weights (and each adapter's fingerprint), N, seed, results.
     With `every_step`, each executor is measured on every transition of `per_cell` problems per cell
@@ -337,12 +338,16 @@ def measure_tier(tier: str, checkpoints: str | None, adapters: list[tuple[str, s
     """
     if every_step and base_only:
         raise ValueError("--every-step measures a tier's executors through their adapters, not the bare base")
+    if every_step and max_len is not None:
+        raise ValueError("--max-len picks one-step cells; --every-step runs whole problems of every cell")
     step_model, settings = _measured_model(tier, checkpoints, base_only, device)
     settings.update(per_cell=per_cell, seed=seed)
     if every_step:  # (only when set: files written before the option compare equal without it)
         settings["every_step"] = True
     if structured:
         settings["structured"] = True
+    if max_len is not None:  # a rerun without it measures every cell: other settings, other files
+        settings["max_len"] = max_len
     if not base_only:  # each adapter's own fingerprint, as the runs' records folders keep them (runtime.reuse)
         settings["adapters"] = step_model.adapter_fingerprints
     measured, save = {}, None
@@ -351,7 +356,8 @@ def measure_tier(tier: str, checkpoints: str | None, adapters: list[tuple[str, s
             raise ValueError("measure_tier: writing to `out` needs `markdown`, the table renderer")
         measured = earlier_results(out, settings)
         save = lambda results: write_results(out, command, settings, results, device, markdown)  # noqa: E731
-    results = measure_adapters(step_model, adapters, per_cell, seed, measured, save, progress, every_step, structured)
+    results = measure_adapters(step_model, adapters, per_cell, seed, measured, save, progress, every_step, structured,
+                               max_len)
     if save is not None:  # in the order asked (a resumed run measured the missing adapters last)
         save(results)
     return {"command": command, **settings, "results": results}

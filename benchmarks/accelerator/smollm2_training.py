@@ -10,7 +10,7 @@ sized from the throughput measured in its first seconds, then the evaluation.
 train: every executor the operators call (seven machines and REFLECTION, LEFT_MASK: nine), their
 aligners and their LoRA-direct adapters, `caef-bench train --preset smollm2` on operands of 1..--max-len
 digits. First a probe trains a fresh LoRA in this process for --probe-seconds on the run's own mixture at
---batch and measures tokens a second; with each adapter's mean tokens a sample (drawn from its sources),
+--batch and measures tokens a second after a warm-up; with each adapter's mean tokens a sample (drawn from its sources),
 that sizes the budget: S samples for every CAEF adapter's stage 2 (a stage 1 of S/8 for each executor,
 the paper's proportion: 500 x 8 against 2000 x 16), and for each operator's direct adapter the samples
 of its executor and aligner together (the paper compares the two on the same data budget), so that
@@ -86,9 +86,9 @@ def mean_tokens(codec, kind: str, op: str, max_len: int, stage: int = 2, draws: 
 def probe(base: str, device: str, max_len: int, batch: int, seconds: float, run: Path,
           micro_tokens: int = 0) -> tuple[dict, object]:
     """Tokens a second of one training process of the smollm2 preset's LoRA on this device: a fresh LoRA
-    trained for `seconds` (its first steps included: a conservative figure) on executor and aligner
-    samples of add and gt, the long-operand machines, at the run's batch and micro-batches. Returns (the
-    figures, the codec); the model's device memory is handed back, which the streams need."""
+    trained for `seconds` (the first third a warm-up, not counted) on executor and aligner samples of
+    add and gt, the long-operand machines, at the run's batch and micro-batches. Returns (the figures,
+    the codec); the model's device memory is handed back, which the streams need."""
     import gc
 
     import torch

@@ -1,6 +1,6 @@
 """Ships the data caef-bench runs on inside its wheel (the rest of the build is pyproject.toml).
 
-tasks/ (lm-eval's task files, their hooks, the test sets), checkpoints/tiny/
+tasks/ (lm-eval's task files, their hooks, the test sets), checkpoints/tiny/ and tiny-direct-protocol/
 (the tiny tier) and baselines/ (Table 1's systems) live at the top of the
 checkout, where people edit and train them, not inside the package. A wheel
 gets a copy of them under caef_bench/bundled/, which caef_bench.paths finds
@@ -16,7 +16,8 @@ from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
 BUNDLED = "bundled"  # caef_bench.paths.BUNDLED_DIR's name
-DATA = {"tasks": "tasks", "baselines": "baselines", "checkpoints/tiny": "checkpoints/tiny"}
+DATA = {"tasks": "tasks", "baselines": "baselines", "checkpoints/tiny": "checkpoints/tiny",
+        "checkpoints/tiny-direct-protocol": "checkpoints/tiny-direct-protocol"}
 # Resumable training state (checkpoints/**/.runs, hundreds of MB) and caches are not the shipped data.
 SKIPPED = shutil.ignore_patterns(".*", "__pycache__", "*.pyc")
 

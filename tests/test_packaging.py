@@ -1,6 +1,6 @@
 """A plain `pip install .` (not -e) runs from any folder, and caef_bench.paths says where the data is.
 
-The wheel carries tasks/, checkpoints/tiny/ and baselines/ under caef_bench/bundled/ (setup.py copies
+The wheel carries tasks/, checkpoints/tiny/ (and tiny-direct-protocol/) and baselines/ under caef_bench/bundled/ (setup.py copies
 them there); the installed package must find them there, not in a checkout it no longer knows of. The default
 run builds the wheel and checks its files and the data root of its unpacked copy; installing it with pip
 and solving and running lm-eval from it are slow (`pytest -m slow`).
@@ -83,7 +83,7 @@ def test_the_wheel_carries_the_data_and_the_code_and_not_the_training_state(whee
                    "checkpoints/tiny/executors/add/adapter_model.safetensors", "baselines/caef-tiny.yaml"):
         assert bundled + needed in names
     shipped = {name.removeprefix(bundled) for name in names if name.startswith(bundled)}
-    assert shipped == _files("tasks", "baselines", "checkpoints/tiny")  # every data file, nothing else
+    assert shipped == _files("tasks", "baselines", "checkpoints/tiny", "checkpoints/tiny-direct-protocol")  # all, no more
     modules = {name for name in names if name.startswith("caef_bench/") and not name.startswith(bundled)}
     assert _files("caef_bench", suffix=".py") <= modules
     assert not [name for name in names if "/.runs/" in name or "__pycache__" in name]

@@ -279,3 +279,19 @@ def test_two_systems_of_one_paper_row_and_tier_draw_apart_in_the_figure():
     styles = line_styles(results)
     assert set(styles) == {"a", "b", "c"}  # a system that did not run draws nothing
     assert styles["a"] == styles["c"] == ("-", None) and styles["b"][0] != "-" and styles["b"][1] == "white"
+
+
+def test_a_folder_of_direct_adapters_alone_runs_on_the_base_its_manifests_name(tmp_path):
+    import json
+    import shutil
+
+    from caef_bench.models.loading import TINY_CHECKPOINTS, tier_with_checkpoints
+
+    shipped = tier_with_checkpoints("tiny", TINY_CHECKPOINTS.parent / "tiny-direct-protocol")
+    assert shipped.base == TINY_CHECKPOINTS / "base"  # no base/ of its own: every manifest names the shipped one
+    other = tmp_path / "direct-alone"
+    shutil.copytree(TINY_CHECKPOINTS.parent / "tiny-direct-protocol" / "direct", other / "direct")
+    manifest = other / "direct" / "add" / "manifest.json"
+    manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "base_weights": "another-base"}))
+    with pytest.raises(FileNotFoundError, match="no trained base model at .*direct-alone/base.*shipped base"):
+        tier_with_checkpoints("tiny", other)  # trained on a base that is not here: refused, not run on the wrong one

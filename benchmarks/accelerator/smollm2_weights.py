@@ -166,10 +166,13 @@ def main(argv: list[str] | None = None) -> int:
         wheels = sum(p.stat().st_size for p in (ROOT / WHEELS).glob("*") if p.is_file())
         if not wheels:
             raise SystemExit("no wheels in .whl: run benchmarks/accelerator/device_wheels.sh first")
-        carried = [path for path in TRAINING_READS if untracked_bytes(path)]
+        carried = {path: size for path in TRAINING_READS if (size := untracked_bytes(path))}
         room = args.room or CALL_BYTES - travelling_bytes() - MARGIN_BYTES
-        last_room = room - wheels - sum(untracked_bytes(path) for path in carried)
-        plan = split(gguf, args.parts, room, last_room if not args.room else None, (WHEELS, *carried))
+        last_room = room - wheels - sum(carried.values())
+        try:
+            plan = split(gguf, args.parts, room, last_room if not args.room else None, (WHEELS, *carried))
+        except ValueError as error:
+            raise SystemExit(f"{error}: run benchmarks/accelerator/lighten_tree.sh thin first") from error
         print(f"{gguf.name}: {len(plan['parts'])} parts of at most {max(e['bytes'] for e in plan['parts']) / 2**20:.1f} "
               f"MiB in {args.parts}; the calls, in order, on one warm machine:")
         for number, call in enumerate(plan["calls"], start=1):

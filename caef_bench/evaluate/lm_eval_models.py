@@ -23,7 +23,7 @@ from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
 from caef_bench.machines import parse_expression, typed_expression
-from caef_bench.models.limits import check_within_tier
+from caef_bench.models.limits import check_within_tier, window_past
 from caef_bench.runtime.backends import check_operators
 
 
@@ -146,12 +146,14 @@ class CaefLM(_NoLoglikelihood, LM):
             problems = {key: p for key, p in problems.items() if answers[waiting[key][0]] is None}
         if self.records is not None:
             self.records.parent.mkdir(parents=True, exist_ok=True)
-            solve_to_file(list(problems.values()), self.step_model, self.records, mode="traced", on_record=finished)
+            solve_to_file(list(problems.values()), self.step_model, self.records, mode="traced", on_record=finished,
+                          window_past=window_past(self.tier))
             for record in load_records(self.records):  # those an earlier run had already recorded
                 if record.id in waiting and answers[waiting[record.id][0]] is None:
                     finished(record)
         else:
-            solve_batch(list(problems.values()), self.step_model, mode="traced", on_record=finished)
+            solve_batch(list(problems.values()), self.step_model, mode="traced", on_record=finished,
+                        window_past=window_past(self.tier))
         return [answer or "" for answer in answers]
 
 

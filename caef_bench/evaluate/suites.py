@@ -31,13 +31,14 @@ def cell_problems(cell: str, limit: int | None) -> list[dict]:
     return problems[:limit] if limit else problems
 
 
-def solve_expression(model, expr: str):
+def solve_expression(model, expr: str, window_past: int | None = None):
     """One expression as a person types it ("12 + 34": run as 12+34=), traced; its target is the
-    machines' answer. Returns the record and whether it is right, by the rule every system is scored by."""
+    machines' answer. Returns the record and whether it is right, by the rule every system is scored by.
+    window_past: the tier's length past which ADD and the comparisons run windowed (models.limits)."""
     expr = typed_expression(expr)
     expression = parse_expression(expr)
     record = solve_batch([Problem("cli", expr, str(result(expression.op, expression.a, expression.b)))], model,
-                         mode="traced")[0]
+                         mode="traced", window_past=window_past)[0]
     return record, is_correct(record)
 
 

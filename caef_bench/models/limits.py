@@ -20,6 +20,9 @@ from caef_bench.machines import Expression, parse_expression, typed_expression
 from caef_bench.models.names import operator_adapters, split_adapter_name
 
 LENGTH_OPS = ("add", "sub", "gt", "lt", "eq")
+# The operators whose executors are local enough to run a window of a state at a time (runtime.windowed):
+# past a tier's fields of position ids they still run, up to the tier's `windowed_digits`.
+WINDOWED_OPS = ("add", "gt", "lt", "eq")
 
 
 class BeyondTierError(ValueError):
@@ -37,14 +40,18 @@ class OperandLimits:
     small_factor: int = 15  # mul's b, div's quotient
     why: str = "the protocol's training ranges"
     needs: str = ""  # what operands past max_digits would take, where it is known
-
+    # ADD and the comparisons run windowed past max_digits up to this many digits, where measured (0: never)
+    windowed_digits: int = 0
 
     def problem(self, op: str, a: int, b: int) -> str | None:
         """What is out of range for `a op b`, or None when it is within the limits."""
         if op in LENGTH_OPS:
             longest = max(len(str(a)), len(str(b)))
-            if longest > self.max_digits:
-                return f"{op} operands of at most {self.max_digits} digits (got {longest})"
+            windowed = op in WINDOWED_OPS and self.windowed_digits > self.max_digits
+            limit = self.windowed_digits if windowed else self.max_digits
+            if longest > limit:
+                how = " run a window at a time" if windowed else ""
+                return f"{op} operands of at most {limit} digits{how} (got {longest})"
         elif op == "mul":
             if len(str(a)) > self.small_digits or b > self.small_factor:
                 return (f"mul with a of at most {self.small_digits} digits and b at most {self.small_factor} "
@@ -64,12 +71,21 @@ def _digits(n: int) -> str:
 TIER_LIMITS = {
     "tiny": OperandLimits(why="its adapters were trained on the protocol's ranges only, and its coupled "
                               "position ids give each tape field 128 cells",
+                          # measured in results/long_operands.md ("Windowed execution")
+                          windowed_digits=1000,
                           needs="a base and adapters trained with longer fields of position ids "
                                 "(`--position-scheme coupled-hints/1024`; docs/long-operands.md; measured past 100 "
                                 "digits in results/long_operands.md)"),
     "smollm2-135m": OperandLimits(why="CAEF adapters for it follow the protocol's training ranges"),
     "llama-3.1-8b": OperandLimits(why="the released adapters were trained on the protocol's ranges"),
 }
+
+
+def window_past(tier: str) -> int | None:
+    """The operand length past which the tier runs ADD and the comparisons a window at a time
+    (`runtime.windowed`), or None where it never does."""
+    limits = TIER_LIMITS.get(tier, OperandLimits())
+    return limits.max_digits if limits.windowed_digits > limits.max_digits else None
 
 
 def check_supported(tier: str, expr: str) -> str:
@@ -87,6 +103,10 @@ def check_within_tier(tier: str, expression: Expression) -> None:
     problem = limits.problem(expression.op, expression.a, expression.b)
     if problem:
         needs = f"; longer operands need {limits.needs}" if limits.needs and expression.op in LENGTH_OPS else ""
+        windows = limits.windowed_digits > limits.max_digits
+        if windows and expression.op in LENGTH_OPS and expression.op not in WINDOWED_OPS:
+            needs += (f" (add, gt, lt and eq run a window at a time up to {limits.windowed_digits} digits; "
+                      f"{expression.op} does not yet)")
         raise BeyondTierError(f"the {tier} tier supports {problem}: {limits.why}{needs}. Expression: "
                               f"{expr if len(expr) <= 60 else expr[:28] + '…' + expr[-28:]}")
 
@@ -137,5 +157,5 @@ def check_adapters(tier: str, ops: Iterable[str], available: Collection[str] | N
                                f"{'it' if len(missing) == 1 else 'them'} with `{train_command(tier, folder, missing)}`")
 
 
-__all__ = ["TIER_LIMITS", "TRAIN_ARGUMENTS", "BeyondTierError", "MissingAdaptersError", "OperandLimits",
+__all__ = ["TIER_LIMITS", "TRAIN_ARGUMENTS", "WINDOWED_OPS", "window_past", "BeyondTierError", "MissingAdaptersError", "OperandLimits",
            "check_adapters", "check_supported", "check_within_tier", "train_command"]

@@ -13,6 +13,7 @@ the problem's target, by the rule every system of the benchmark is scored by.
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -35,6 +36,7 @@ def solve_batch(
     batch_size: int | None = None,
     keep_steps: bool = True,
     max_in_flight: int | None = None,
+    window_past: int | None = None,
 ) -> list[ProblemRecord]:
     """Run CAEF on every problem, batching model calls across problems; records in input order.
 
@@ -46,13 +48,15 @@ def solve_batch(
     incrementally). batch_size caps the prompts of one generate call.
     keep_steps=False leaves the step texts out of the records. max_in_flight caps the problems
     in the rounds at once (default: all of them); the others join, in order, as problems finish.
+    window_past: ADD and comparison operands longer than this run a window at a time (`runtime.windowed`;
+    a tier's field limit, `models.limits.window_past`); None: whole states only.
     """
     problems = list(problems)
     ids = [p.id for p in problems]
     if len(set(ids)) != len(ids):
         raise ValueError("problem ids must be unique (records and resume are keyed by id)")
     rounds = Rounds(model, mode, step_budget, teacher_forcing=teacher_forcing, batch_size=batch_size,
-                    keep_steps=keep_steps)
+                    keep_steps=keep_steps, window_past=window_past)
     records: dict[str, ProblemRecord] = {}
 
     def emit(record: ProblemRecord) -> None:
@@ -79,7 +83,7 @@ class Rounds:
 
     def __init__(self, model: StepModel, mode: str = "free", step_budget: int | None = None, *,
                  teacher_forcing: bool = False, batch_size: int | None = None, keep_steps: bool = True,
-                 model_errors: str = "raise"):
+                 model_errors: str = "raise", window_past: int | None = None):
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; expected one of {MODES}")
         if teacher_forcing and mode != "traced":
@@ -91,13 +95,16 @@ class Rounds:
         self.model, self.step_budget, self.batch_size, self.keep_steps = model, step_budget, batch_size, keep_steps
         self.mode = "teacher_forcing" if teacher_forcing else mode
         self.model_errors = model_errors
+        self.window_past = window_past
+        # a model that takes a caller's drafts (runtime.hf) gets those windowed problems offer
+        self._takes_drafts = "drafts" in _parameters(model.generate)
         self.active: list[Attempt] = []
 
     def join(self, problem: Problem, started: float | None = None) -> ProblemRecord | None:
         """Put a problem in flight from the next round on; its record at once when it ends before any model
         call (an expression outside the machines' domain). `started`: when its time began (default now)."""
         attempt = start_attempt(problem, self.mode, time.perf_counter() if started is None else started,
-                         self.keep_steps, self.step_budget)
+                         self.keep_steps, self.step_budget, self.window_past)
         if attempt.done:
             return attempt.record
         self.active.append(attempt)
@@ -153,7 +160,12 @@ class Rounds:
 
     def _call(self, adapter: str, chunk: list[Attempt]) -> None:
         call_started = time.perf_counter()
-        outputs = self.model.generate([attempt.prompt for attempt in chunk], adapter)
+        prompts = [attempt.prompt for attempt in chunk]
+        drafts = [attempt.draft for attempt in chunk]
+        if self._takes_drafts and any(draft is not None for draft in drafts):
+            outputs = self.model.generate(prompts, adapter, drafts=drafts)
+        else:
+            outputs = self.model.generate(prompts, adapter)
         if len(outputs) != len(chunk):
             raise ValueError(f"{adapter}: the model returned {len(outputs)} completions "
                              f"for {len(chunk)} prompts")
@@ -164,6 +176,13 @@ class Rounds:
                 attempt.accept(_completion(output), 0.0 if was_reused else share)
             except Exception as error:  # a bug costs one problem, not the batch; its record says why
                 attempt.finish("error", f"{type(error).__name__}: {error}")
+
+
+def _parameters(function) -> tuple[str, ...]:
+    try:
+        return tuple(inspect.signature(function).parameters)
+    except (TypeError, ValueError):  # a builtin or a mock without a signature
+        return ()
 
 
 def _completion(output) -> Completion:

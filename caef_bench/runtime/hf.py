@@ -185,9 +185,13 @@ class HFStepModel:
         """The codec an adapter runs with: the ids it was trained with."""
         return self.codecs.get(adapter, self.codec)
 
-    def generate(self, prompts: list[str], adapter: str, limits: list[int] | None = None) -> list[Completion]:
+    def generate(self, prompts: list[str], adapter: str, limits: list[int] | None = None,
+                 drafts: list[str | None] | None = None) -> list[Completion]:
         """One greedy completion per prompt; `limits` caps each one's tokens (default: room for a next state,
-        `_limit`), as one-step checks do, where anything past the expected length is wrong anyway."""
+        `_limit`), as one-step checks do, where anything past the expected length is wrong anyway.
+        `drafts`: a caller's draft per prompt (None: the drafter's), for prompts the drafter cannot
+        answer, such as windows of a state (runtime.windowed). A draft only saves passes: every token
+        is still the model's own greedy choice."""
         if self.merged is not None:  # the adapter's folded copy answers: no switch of the peft model
             model = self.merged.model(adapter)
         else:
@@ -203,7 +207,11 @@ class HFStepModel:
                 self.stats.add(adapter, len(completion) + 1, len(completion))
                 outputs.append(Completion(codec.decode(completion), len(completion)))
             return outputs
-        drafts = self.drafter.generate(prompts, adapter)
+        given = drafts if drafts is not None else [None] * len(prompts)
+        asked = [i for i, draft in enumerate(given) if draft is None]
+        drafts = list(given)
+        for i, draft in zip(asked, self.drafter.generate([prompts[i] for i in asked], adapter) if asked else ()):
+            drafts[i] = draft
         draft_ids = [codec.completion_ids(draft or prompt.rstrip("\n"))[:-1] for prompt, draft in zip(prompts, drafts)]
         checked = self._verify(model, codec, prompt_ids, draft_ids, limits)
         outputs = []

@@ -199,6 +199,7 @@ class Attempt:
         self.record = ProblemRecord(id=problem.id, expr=problem.expr, mode=mode, target=problem.target)
         self.done = False
         self.adapter = self.prompt = ""  # the pending call
+        self.draft: str | None = None  # what a correct model writes for it, where the model's drafter cannot tell
         self.depth = 0
 
     def accept(self, completion: Completion, seconds: float) -> None:
@@ -405,8 +406,11 @@ def _difference(step: ReferenceStep, got: str) -> str | None:
     return classify(step.output, got)
 
 
-def start_attempt(problem: Problem, mode: str, started: float, keep_steps: bool, step_budget: int | None) -> Attempt:
-    """Set a problem up; one outside the machines' domain is finished at once with outcome "error"."""
+def start_attempt(problem: Problem, mode: str, started: float, keep_steps: bool, step_budget: int | None,
+                  window_past: int | None = None) -> Attempt:
+    """Set a problem up; one outside the machines' domain is finished at once with outcome "error".
+    window_past: operands of ADD or a comparison longer than this many digits run a window at a time
+    (`runtime.windowed`; free and traced modes); None: every problem runs on whole states."""
     common = dict(mode=mode, started=started, keep_steps=keep_steps)
     try:
         expression = parse_expression(problem.expr)
@@ -415,6 +419,11 @@ def start_attempt(problem: Problem, mode: str, started: float, keep_steps: bool,
         attempt = Attempt(problem, **common)
         attempt.finish("error", str(error))
         return attempt
+    if window_past is not None and mode != "teacher_forcing" and _longest(expression) > window_past:
+        from .windowed import WINDOW_OPS, windowed_attempt
+
+        if expression.op in WINDOW_OPS:
+            return windowed_attempt(problem, expression.op, machine_run, step_budget, **common)
     if mode == "teacher_forcing":
         attempt = TeacherForced(problem, reference_steps(problem.expr), **common)
     else:
@@ -423,6 +432,10 @@ def start_attempt(problem: Problem, mode: str, started: float, keep_steps: bool,
         attempt = FreeRunning(problem, expression.op, machine_run.machine, reference, budget, **common)
         attempt.record.step_budget = budget
     return attempt
+
+
+def _longest(expression) -> int:
+    return max(len(str(expression.a)), len(str(expression.b)))
 
 
 __all__ = [

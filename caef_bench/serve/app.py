@@ -29,7 +29,7 @@ from fastapi.responses import JSONResponse
 
 from caef_bench.machines import ALIGNED_OPS, EXECUTOR_OPS, parse_expression, typed_expression
 from caef_bench.machines.ops import BY_SYMBOL
-from caef_bench.models.limits import check_within_tier
+from caef_bench.models.limits import check_within_tier, window_past
 from caef_bench.models.names import aligner_name, executor_name
 from caef_bench.runtime.backends import check_operators
 
@@ -244,7 +244,8 @@ def create_app(model, tier: str, *, tokenizer=None, mode: str = "free", batch_si
         app.state.scheduler.stop()
 
     app = FastAPI(title="caef-bench", lifespan=lifespan)
-    app.state.scheduler = scheduler or Scheduler(model, mode=mode, batch_size=batch_size).start()
+    app.state.scheduler = scheduler or Scheduler(model, mode=mode, batch_size=batch_size,
+                                                 window_past=window_past(tier)).start()
 
     async def body_of(request: Request) -> dict:
         length = request.headers.get("content-length")

@@ -32,7 +32,8 @@ from pathlib import Path
 from caef_bench.data.testsets import (CELLS, DEFAULT_SEED, LENGTH_OPS, LONG_LENGTHS, TABLE1_LENGTHS, length_records,
                                       load_cell)
 from caef_bench.evaluate.scoring import accuracy, is_correct, verdict
-from caef_bench.models.limits import TIER_LIMITS, OperandLimits
+from caef_bench.models.limits import TIER_LIMITS, WINDOWED_OPS, OperandLimits
+from caef_bench.runtime import windowed
 from caef_bench.models.positions import checked_scheme, field_cells, split_scheme
 
 RESULTS_JSON = Path("results/long_operands.json")
@@ -93,15 +94,18 @@ def problems_at(op: str, digits: int, n: int, seed: int = DEFAULT_SEED) -> list[
     return length_records(op, digits, n, seed)
 
 
-def measure(model, op: str, digits: int, n: int, records_dir: Path = RECORDS_DIR, seed: int = DEFAULT_SEED) -> dict:
-    """Solve n problems of op at `digits` digits (traced, free-running), resuming from its records file."""
+def measure(model, op: str, digits: int, n: int, records_dir: Path = RECORDS_DIR, seed: int = DEFAULT_SEED,
+            window_past: int | None = None) -> dict:
+    """Solve n problems of op at `digits` digits (traced, free-running), resuming from its records file.
+    window_past: run operands longer than this a window at a time (runtime.windowed)."""
     from caef_bench.evaluate.suites import as_problems, solve_cell
 
     rows = problems_at(op, digits, n, seed)
     records_dir.mkdir(parents=True, exist_ok=True)
     passes = model.stats.forward_passes
     start = time.perf_counter()
-    records, resumed = solve_cell(as_problems(rows), model, records_dir / f"{op}_{digits}.jsonl", mode="traced")
+    records, resumed = solve_cell(as_problems(rows), model, records_dir / f"{op}_{digits}.jsonl", mode="traced",
+                                  window_past=window_past)
     stats = summarise(records)
     stats["resumed"] = resumed
     stats["seconds_solving"] = round(time.perf_counter() - start, 1)
@@ -194,6 +198,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument(RESEARCH_FLAG, dest="beyond", action="store_true",
                         help="solve past the tier's operand limit (research only: the tier was not built for it)")
+    parser.add_argument("--windowed", action="store_true",
+                        help="whole runs of add, gt, lt and eq as the tier runs them past its fields of ids: a window "
+                             "of each state at a time (runtime.windowed); records in RECORDS/windowed/")
     parser.add_argument("--machines-only", action="store_true", help="only the exact machines on the long cells")
     parser.add_argument("--one-step", action="store_true",
                         help="single steps, teacher-forced, at --lengths (n problems drawn as the test cells are), "
@@ -218,7 +225,11 @@ def main(argv: list[str] | None = None) -> int:
     beyond = [n for n in lengths if n > limits.max_digits]
     if args.position_scheme and not args.one_step:
         parser.error("--position-scheme is for --one-step probes (whole runs use the tier's own ids)")
-    if beyond and not args.beyond and not args.one_step:
+    if args.windowed and (wrong := [op for op in ops if op not in WINDOWED_OPS]):
+        parser.error(f"--windowed runs {', '.join(WINDOWED_OPS)} only, not {', '.join(wrong)}")
+    if args.windowed and args.one_step:
+        parser.error("--windowed is for whole runs, not --one-step probes")
+    if beyond and not args.beyond and not args.one_step and not args.windowed:
         parser.error(f"lengths {beyond} are past the {args.tier} tier's {limits.max_digits} digits; "
                      f"pass {RESEARCH_FLAG} to measure it there anyway")
 
@@ -271,10 +282,15 @@ def main(argv: list[str] | None = None) -> int:
         document["adapters"] = {**document.get("adapters", {}), **{
             name: model.adapter_fingerprints[name] for op in ops for name in operator_adapters(op)}}
         document["torch_threads"] = torch.get_num_threads()
-        beyond_points = document.setdefault("beyond", {})
+        beyond_points = document.setdefault("windowed" if args.windowed else "beyond", {})
+        if args.windowed:
+            document["window"] = {"back": windowed.BACK, "width": windowed.WIDTH, "chunk": windowed.CHUNK,
+                                  "past_digits": limits.max_digits}
+        records_dir = args.records / "windowed" if args.windowed else args.records
         for op in ops:
             for n in lengths:
-                stats = measure(model, op, n, args.n, args.records, args.seed)
+                stats = measure(model, op, n, args.n, records_dir, args.seed,
+                                window_past=limits.max_digits if args.windowed else None)
                 earlier = beyond_points.get(op, {}).get(str(n), {})
                 if stats["resumed"] == stats["n"] and earlier.get("n") == stats["n"]:
                     # nothing solved now: the run that solved them says what they cost

@@ -34,6 +34,39 @@ def _points(document: dict, op: str) -> list[tuple[int, dict, str]]:
     return sorted(within + beyond, key=lambda point: point[0])
 
 
+def _windowed_points(document: dict, op: str) -> list[tuple[int, dict, str]]:
+    """Table 1's cells, then the windowed runs past the fields (evaluate.long_operands --windowed)."""
+    within = [(int(n), s, "table1") for n, s in document.get("within", {}).get("points", {}).get(op, {}).items()]
+    windowed = [(int(n), s, "windowed") for n, s in document.get("windowed", {}).get(op, {}).items()]
+    return sorted(within + windowed, key=lambda point: point[0])
+
+
+def windowed_finding(document: dict) -> str:
+    """What windowed execution measured, from the numbers: right/N by operator and length, and where
+    the point estimates are below 99%."""
+    windowed = document.get("windowed", {})
+    if not windowed:
+        return ""
+    window = document["window"]
+    parts = [f"{op} " + ", ".join(f"{s['correct']}/{s['n']} at {int(n):,}" for n, s in
+                                  sorted(points.items(), key=lambda item: int(item[0])))
+             for op, points in windowed.items()]
+    below = [f"{op} at {int(n):,} ({percent(s['correct'], s['n'])})" for op, points in windowed.items()
+             for n, s in points.items() if s["correct"] < 0.99 * s["n"]]
+    longest = max(int(n) for points in windowed.values() for n in points)
+    return (f"Run a window at a time past {window['past_digits']} digits (`runtime.windowed`: each executor "
+            f"step is shown {window['width']} cells of each tape from {window['back']} behind its heads, the "
+            f"aligners convert {window['chunk']}-digit chunks), the {document['tier']} tier's shipped weights, "
+            f"trained on 1-{document['limit_digits']} digits, answer " + "; ".join(parts) + " digits. "
+            + (f"Below 99%: {', '.join(below)}. " if below else
+               f"Every point is at or above 99% up to {longest:,} digits (right/N above; the intervals are in the "
+               f"table). ")
+            + "The model writes every digit; the runtime cuts each state to a window and joins the model's "
+            "window back. This is not length generalisation of the model: no window is longer than the "
+            "problems it was trained on. sub, mul and div are not windowed (their composers hold whole callee "
+            "states).")
+
+
 def first_zero(points) -> int | None:
     return next((digits for digits, stats, _ in points if stats["correct"] == 0), None)
 
@@ -58,12 +91,13 @@ def finding(document: dict) -> str:
     machines = document.get("machines", {})
     machine_right = sum(s["correct"] for s in machines.values())
     machine_n = sum(s["n"] for s in machines.values())
-    return (f"Past its training lengths (1-{limit} digits) the {document['tier']} tier's accuracy falls within a few "
+    return (f"On whole states past its training lengths (1-{limit} digits) the {document['tier']} tier's accuracy falls "
+            f"within a few "
             f"digits: {falls} (" + "; ".join(parts) + " digits). "
             + (f"A probe of 20 right answers in 20 cannot show >= 99% (its Wilson interval reaches down to "
                f"{100 * min(lows):.0f}%), so " if lows else "So ")
-            + f"the operand limit stays at {limit} digits. Past {stride - 1} digits its coupled position ids "
-            f"run out ({stride} a field): 200, 500 or 1,000 digits cannot be addressed at all. The exact machines "
+            + f"whole states stay limited to {limit} digits. Past {stride - 1} digits its coupled position ids "
+            f"run out ({stride} a field): a whole 200-, 500- or 1,000-digit state cannot be addressed at all. The exact machines "
             f"answer {machine_right} of {machine_n} long problems (200 to 1,000 digits) right. Next: a base and "
             f"adapters trained with fields of 1,024 ids and position ids at random offsets "
             f"(benchmarks/accelerator/long_operand_tier.py), on an accelerator.")
@@ -94,7 +128,10 @@ def long_operands_markdown(document: dict) -> str:
     within = document["within"]
     stride = document["field_stride"]
     lines = [
-        "## Long operands: where the tiny tier stops past 100 digits", "", finding(document), "",
+        "## Long operands: past the paper's 100 digits", "",
+        *([windowed_finding(document), ""] if document.get("windowed") else []),
+        *_windowed_section(document),
+        "### Whole states: where the fields of ids stop", "", finding(document), "",
         f"End-to-end accuracy (Wilson 95% intervals, right/N) against operand length. 5-100 digits: the "
         f"committed Table 1 cells (`{within['source']}`, weights `{within['weights']}`); past 100: probes drawn as "
         f"the cells are, run past the tier's limit with `--beyond-tier-limits` (weights `{document.get('weights')}`). "
@@ -127,7 +164,9 @@ def long_operands_markdown(document: dict) -> str:
         f"coupling: a random starting id), so every id of the longer range has been trained on.", "",
         *_one_step_section(document),
         "### Next step", "",
-        "A tier with fields of 1,024 ids (`--position-scheme coupled-hints/1024`) trained with randomised "
+        "Windowed execution covers add and the comparisons; sub needs windows of its composer's states (they "
+        "hold REFLECTION's and LEFT_MASK's tapes and the add executor's halt whole), mul and div keep their ranges. "
+        "For the model itself to run whole long states: a tier with fields of 1,024 ids (`--position-scheme coupled-hints/1024`) trained with randomised "
         "positions (`--position-offsets 896`: each training sample's ids but <s>'s and <sep>'s shifted by a "
         "random offset, so no cell is found by its distance from the segment's start), from operands of at most "
         "100 digits, index hints for the aligners as now; the base too, since the weights read the next field's "
@@ -135,14 +174,42 @@ def long_operands_markdown(document: dict) -> str:
         "`benchmarks/accelerator/long_operand_tier.py` is that call: the base pre-trained further, the length "
         "operators' adapters from the shipped ones, then these probes at 200, 500 and 1,000 digits. If that "
         "falls short, train on longer operands too (a 1,000-digit add state is over 3,000 tokens). Its cost at "
-        "inference is in results/bench_length.md. Until then the tier's limit stays at "
-        f"{document['limit_digits']} digits and `caef-bench solve` refuses longer operands in one line.", "",
+        "inference is in results/bench_length.md. Until then the tier runs whole states up to "
+        f"{document['limit_digits']} digits, add and the comparisons windowed past them, and `caef-bench solve` "
+        "refuses longer sub operands in one line.", "",
         HOW_MADE, "",
         "Generated by " + "; ".join(f"`{c}`" for c in document.get("commands", [])) + f" (seed {document['seed']}, "
         f"{document.get('torch_threads', '?')} torch threads), rendered by `python -m caef_bench.report.long_operands`. "
-        f"Records: work/long_operands/ (per problem, traced).", "",
+        f"Records: work/long_operands/ and work/long_operands/windowed/ (per problem, traced).", "",
     ]
     return "\n".join(lines)
+
+
+def _windowed_section(document: dict) -> list[str]:
+    """Accuracy and cost of the windowed runs, and where any run left the machine's course."""
+    import pandas as pd
+
+    windowed = document.get("windowed", {})
+    if not windowed:
+        return []
+    rows = []
+    for op, points in windowed.items():
+        for n, s in sorted(points.items(), key=lambda item: int(item[0])):
+            rows.append({"operator": op, "digits": f"{int(n):,}", "accuracy": _cell(s),
+                         "first left the machine's course": ", ".join(
+                             f"{where} {count}" for where, count in sorted(s["first_failure"].items())) or "–",
+                         "model calls a run (mean)": s["steps_mean"],
+                         "forward passes a call": round(s["forward_passes"] / max(1, s["steps_mean"] * (
+                             s["n"] - s["resumed"])), 2) if s.get("forward_passes") and s["n"] > s["resumed"] else "–",
+                         "seconds a problem": round(s["seconds_solving"] / max(1, s["n"] - s["resumed"]), 1)
+                         if s["n"] > s["resumed"] else "–"})
+    return ["### Windowed execution", "",
+            f"Whole runs, traced, of the committed long cells (the first N of each), with the shipped weights "
+            f"`{document.get('weights')}`; each call is compared with the machine's own call on the same window, "
+            f"so a run's first divergence is found as in a whole-state run. A windowed step reads a window of "
+            f"fixed size, so a problem's time grows with its length, not with its square (every problem of a "
+            f"cell in flight at once, {document.get('torch_threads', '?')} torch threads, this CPU).", "",
+            pd.DataFrame(rows).to_markdown(index=False), ""]
 
 
 def _one_step_section(document: dict) -> list[str]:
@@ -192,18 +259,25 @@ def long_operands_figure(document: dict, path: str | Path) -> None:
 
     fig, (wide, near) = plt.subplots(1, 2, figsize=(10.0, 4.2), gridspec_kw={"width_ratios": [3, 2]})
     limit, stride = document["limit_digits"], document["field_stride"]
-    ops = list(document.get("beyond", {})) or list(document["within"]["points"])
+    ops = list(dict.fromkeys([*document.get("beyond", {}), *document.get("windowed", {})])) or \
+        list(document["within"]["points"])
     for ax in (wide, near):
         ax.axvspan(0.5, limit, color="tab:green", alpha=0.08, label=f"training lengths (1-{limit})")
-        ax.axvspan(stride - 1, 1100, color="grey", alpha=0.15, label=f"past {stride - 1}: no ids for the cells")
+        ax.axvspan(stride - 1, 1100, color="grey", alpha=0.15, label=f"past {stride - 1}: no ids for a whole state's cells")
         for i, op in enumerate(ops):
-            points = _points(document, op)
             shift = 0.02 * (i - (len(ops) - 1) / 2)
-            xs = [n * (1 + shift) if ax is wide else n + 10 * shift for n, _, _ in points]
-            ax.errorbar(xs, [100 * s["accuracy"] for _, s, _ in points],
-                        yerr=[[max(0.0, 100 * (s["accuracy"] - s["ci_low"])) for _, s, _ in points],
-                              [max(0.0, 100 * (s["ci_high"] - s["accuracy"])) for _, s, _ in points]],
-                        marker="o", markersize=4, capsize=2, color=f"C{i}", label=f"caef-{document['tier']} {op}")
+            windowed = ax is wide and op in document.get("windowed", {})
+            series = [(_points(document, op), "o", ":" if windowed else "-",
+                       f"caef-{document['tier']} {op}" + (", whole states" if windowed else ""))]
+            if windowed:  # the tier as it runs now: whole states to the limit, windows past it
+                series.append((_windowed_points(document, op), "s", "-", f"caef-{document['tier']} {op}, windowed"))
+            for points, marker, style, label in series:
+                xs = [n * (1 + shift) if ax is wide else n + 10 * shift for n, _, _ in points]
+                ax.errorbar(xs, [100 * s["accuracy"] for _, s, _ in points],
+                            yerr=[[max(0.0, 100 * (s["accuracy"] - s["ci_low"])) for _, s, _ in points],
+                                  [max(0.0, 100 * (s["ci_high"] - s["accuracy"])) for _, s, _ in points]],
+                            marker=marker, markersize=4, capsize=2, color=f"C{i}", linestyle=style,
+                            alpha=0.6 if style == ":" else 1.0, label=label)
         ax.set_ylim(-3, 122)
         ax.set_yticks(range(0, 101, 20))
         ax.grid(alpha=0.3)

@@ -30,7 +30,7 @@ import torch
 from caef_bench.data.testsets import length_records
 from caef_bench.evaluate.scoring import is_correct
 from caef_bench.evaluate.suites import as_problems
-from caef_bench.models.limits import TIER_LIMITS
+from caef_bench.models.limits import TIER_LIMITS, WINDOWED_OPS
 from caef_bench.runtime import solve_batch
 from caef_bench.runtime.problem import reference_steps
 from caef_bench.runtime.hf import DecodeStats, load_step_model
@@ -49,16 +49,25 @@ def main() -> None:
     parser.add_argument("--lengths", default="5,10,20,50,100")
     parser.add_argument("--n", type=int, default=2)
     parser.add_argument("--beyond-tier-limits", action="store_true", help="allow lengths past the tier's limit")
+    parser.add_argument("--windowed", action="store_true",
+                        help="run as the tier runs add and the comparisons now: whole states up to its limit, a window "
+                             "of each state at a time past it (runtime.windowed); reported in a section of its own")
     parser.add_argument("--out", help="also write the report to this Markdown file, with the command that made it")
     parser.add_argument("--rerender", action="store_true",
                         help="measure nothing: write --out's part again from the command and report it holds")
     args = parser.parse_args()
+    heading, reading = (WINDOWED_HEADING, WINDOWED_READING) if args.windowed else (HEADING, READING)
     if args.rerender:
-        command, report = recorded(args.out, HEADING)
-        replace_section(Path(args.out), HEADING, section(HEADING, finding(report), report, command, READING))
+        command, report = recorded(args.out, heading)
+        replace_section(Path(args.out), heading, section(heading, finding(report), report, command, reading))
         return
     lengths = [int(n) for n in args.lengths.split(",")]
     limit = TIER_LIMITS[args.model].max_digits
+    window_past = limit if args.windowed else None
+    if args.windowed and args.op not in WINDOWED_OPS:
+        parser.error(f"--windowed runs {', '.join(WINDOWED_OPS)}, not {args.op}")
+    if args.windowed:
+        limit = TIER_LIMITS[args.model].windowed_digits or limit
     if max(lengths) > limit and not args.beyond_tier_limits:
         parser.error(f"lengths past the {args.model} tier's {limit} digits need --beyond-tier-limits")
     model = load_step_model(args.model, args.checkpoints, speculative=True, ops=[args.op])
@@ -71,7 +80,7 @@ def main() -> None:
         model.stats = DecodeStats()
         for problem in problems:
             start = time.perf_counter()
-            [record] = solve_batch([problem], model, mode="free", batch_size=1)
+            [record] = solve_batch([problem], model, mode="free", batch_size=1, window_past=window_past)
             seconds += time.perf_counter() - start
             calls += record.n_steps
             right += is_correct(record)
@@ -94,7 +103,7 @@ def main() -> None:
     print("\n".join(lines))
     if args.out:
         command = "python " + " ".join(shlex.quote(a) for a in sys.argv)
-        replace_section(Path(args.out), HEADING, section(HEADING, finding(lines), lines, command, READING))
+        replace_section(Path(args.out), heading, section(heading, finding(lines), lines, command, reading))
 
 
 READING = ("How to read it: each executor step is one verify pass over its state and its draft (speculative "
@@ -103,6 +112,14 @@ READING = ("How to read it: each executor step is one verify pass over its state
            "the length; the exponent is fitted to the two longest lengths measured. The machine's time is the "
            "exact stdlib run: what the arithmetic itself costs, for scale. On a shared machine every time moves "
            "with the load.")
+
+
+WINDOWED_HEADING = "## Windowed runs: what length costs past the fields of ids"
+WINDOWED_READING = ("How to read it: up to the tier's limit a problem runs on whole states, as above; past it each "
+                    "executor step reads a window of fixed size (runtime.windowed: 16 cells of each tape), so a step "
+                    "costs the same at every length and a problem's time grows about linearly with its length. The "
+                    "aligners' chunks add a few calls (one per 50 digits, each way). On a shared machine every time "
+                    "moves with the load.")
 
 
 def finding(lines: list[str]) -> str:
@@ -115,8 +132,9 @@ def finding(lines: list[str]) -> str:
     machine = {int(m[1]): float(m[2]) for m in (re.match(r"^machine\s+(\d+) digits:\s+([\d.]+) ms", line) for line in lines) if m}
     longest = max(machine) if machine else None
     return (f"A {n2}-digit {op} takes {t2:.1f} s on this CPU, {t2 / t1:.1f}x a {n1}-digit one: time grows as "
-            f"length^{exponent:.1f} there, at {p2:.2f} forward passes per executor step; at that rate a 1,000-digit "
-            f"{op} would take about {t2 * (1000 / n2) ** exponent / 60:.0f} minutes (an extrapolation, not a measurement)"
+            f"length^{exponent:.1f} there, at {p2:.2f} forward passes per executor step"
+            + (f"; at that rate a 1,000-digit {op} would take about {t2 * (1000 / n2) ** exponent / 60:.0f} minutes (an "
+               f"extrapolation, not a measurement)" if n2 < 1000 else "")
             + (f"; the exact machine renders every text of a {longest:,}-digit one in {machine[longest]:.0f} ms."
                if longest else "."))
 

@@ -92,6 +92,7 @@ def _whole_state_finding(text: str) -> str:
 def test_windowed_runs_lead_the_report_with_what_they_measured(tmp_path):
     document = _document({101: 20})
     full = lambda k, n: {**document["beyond"]["add"]["101"], "n": n, "correct": k, "accuracy": k / n,  # noqa: E731
+                         "exact_traces": k,
                          "first_failure": {"executor: wrong_digit": n - k} if k < n else {}, "resumed": 0,
                          "seconds_solving": 10.0 * n, "forward_passes": 1042 * n, "steps_mean": 1042.0}
     document["windowed"] = {"add": {"1000": full(20, 20), "200": full(100, 100)}, "gt": {"200": full(97, 100)}}
@@ -101,7 +102,7 @@ def test_windowed_runs_lead_the_report_with_what_they_measured(tmp_path):
     assert opening.startswith("Run a window at a time past 100 digits")
     assert "add 100/100 at 200, 20/20 at 1,000; gt 97/100 at 200 digits" in opening
     assert "Below 99%: gt at 200 (97" in opening and "not length generalisation" in opening
-    assert "| gt         |      200 | 97%" in text and "executor: wrong_digit 3" in text
+    assert "| gt         |      200 | 97%" in text and "executor: wrong_digit 3" in text and "| 97/100 " in text
     assert text.index("### Windowed execution") < text.index("### Whole states")
     document["windowed"]["gt"]["200"] = full(100, 100)
     assert "Every point is at or above 99% up to 1,000 digits" in long_operands_markdown(document)

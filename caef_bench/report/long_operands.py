@@ -196,6 +196,7 @@ def _windowed_section(document: dict) -> list[str]:
     for op, points in windowed.items():
         for n, s in sorted(points.items(), key=lambda item: int(item[0])):
             rows.append({"operator": op, "digits": f"{int(n):,}", "accuracy": _cell(s),
+                         "exact traces": f"{s['exact_traces']}/{s['n']}",
                          "first left the machine's course": ", ".join(
                              f"{where} {count}" for where, count in sorted(s["first_failure"].items())) or "–",
                          "model calls a run (mean)": s["steps_mean"],
@@ -206,7 +207,9 @@ def _windowed_section(document: dict) -> list[str]:
     return ["### Windowed execution", "",
             f"Whole runs, traced, of the committed long cells (the first N of each), with the shipped weights "
             f"`{document.get('weights')}`; each call is compared with the machine's own call on the same window, "
-            f"so a run's first divergence is found as in a whole-state run. A windowed step reads a window of "
+            f"so a run's first divergence is found as in a whole-state run (an exact trace: every call the "
+            f"machine's; a comparison can leave the course and still end right, a later digit deciding). A "
+            f"windowed step reads a window of "
             f"fixed size, so a problem's time grows with its length, not with its square (every problem of a "
             f"cell in flight at once, {document.get('torch_threads', '?')} torch threads, this CPU).", "",
             pd.DataFrame(rows).to_markdown(index=False), ""]

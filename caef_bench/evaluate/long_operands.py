@@ -281,11 +281,12 @@ def main(argv: list[str] | None = None) -> int:
         document["field_stride"] = split_scheme(model.codec.scheme)[1]  # the ids runs were measured under
         document["adapters"] = {**document.get("adapters", {}), **{
             name: model.adapter_fingerprints[name] for op in ops for name in operator_adapters(op)}}
-        document["torch_threads"] = torch.get_num_threads()
+        # the threads the runs were timed on: windowed runs keep theirs apart from the whole-state probes'
+        (document.setdefault("window", {}) if args.windowed else document)["torch_threads"] = torch.get_num_threads()
         beyond_points = document.setdefault("windowed" if args.windowed else "beyond", {})
         if args.windowed:
-            document["window"] = {"back": windowed.BACK, "width": windowed.WIDTH, "chunk": windowed.CHUNK,
-                                  "past_digits": limits.max_digits}
+            document["window"].update({"back": windowed.BACK, "width": windowed.WIDTH, "chunk": windowed.CHUNK,
+                                       "past_digits": limits.max_digits})
         records_dir = args.records / "windowed" if args.windowed else args.records
         for op in ops:
             for n in lengths:

@@ -54,13 +54,22 @@ def windowed_finding(document: dict) -> str:
     below = [f"{op} at {int(n):,} ({percent(s['correct'], s['n'])})" for op, points in windowed.items()
              for n, s in points.items() if s["correct"] < 0.99 * s["n"]]
     longest = max(int(n) for points in windowed.values() for n in points)
+    every = [s for points in windowed.values() for s in points.values()]
+    lows = sorted({(s["n"], round(100 * s["ci_low"])) for s in every if s["correct"] == s["n"]}, reverse=True)
+    detours = [f"{op} {s['correct'] - s['exact_traces']} of {s['n']} at {int(n):,} ("
+               + ", ".join(f"{where} {count}" for where, count in sorted(s["first_failure"].items())) + ")"
+               for op, points in windowed.items() for n, s in sorted(points.items(), key=lambda i: int(i[0]))
+               if s.get("exact_traces", s["correct"]) < s["correct"]]
     return (f"Run a window at a time past {window['past_digits']} digits (`runtime.windowed`: each executor "
             f"step is shown {window['width']} cells of each tape from {window['back']} behind its heads, the "
             f"aligners convert {window['chunk']}-digit chunks), the {document['tier']} tier's shipped weights, "
             f"trained on 1-{document['limit_digits']} digits, answer " + "; ".join(parts) + " digits. "
             + (f"Below 99%: {', '.join(below)}. " if below else
-               f"Every point is at or above 99% up to {longest:,} digits (right/N above; the intervals are in the "
-               f"table). ")
+               (f"Every answer is right up to {longest:,} digits (the lower ends of the Wilson 95% intervals: "
+                + ", ".join(f"{low}% at N={n}" for n, low in lows) + "). ") if all(s["correct"] == s["n"] for s in every)
+               else f"Every point is at or above 99% up to {longest:,} digits (the intervals are in the table). ")
+            + (f"Runs that left the machine's course and still ended right, a later digit deciding: "
+               f"{'; '.join(detours)}. " if detours else "")
             + "The model writes every digit; the runtime cuts each state to a window and joins the model's "
             "window back. This is not length generalisation of the model: no window is longer than the "
             "problems it was trained on. sub, mul and div are not windowed (their composers hold whole callee "
@@ -211,7 +220,7 @@ def _windowed_section(document: dict) -> list[str]:
             f"machine's; a comparison can leave the course and still end right, a later digit deciding). A "
             f"windowed step reads a window of "
             f"fixed size, so a problem's time grows with its length, not with its square (every problem of a "
-            f"cell in flight at once, {document.get('torch_threads', '?')} torch threads, this CPU).", "",
+            f"cell in flight at once, {document['window'].get('torch_threads', '?')} torch threads, this CPU).", "",
             pd.DataFrame(rows).to_markdown(index=False), ""]
 
 

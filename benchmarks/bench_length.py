@@ -116,10 +116,12 @@ READING = ("How to read it: each executor step is one verify pass over its state
 
 WINDOWED_HEADING = "## Windowed runs: what length costs past the fields of ids"
 WINDOWED_READING = ("How to read it: up to the tier's limit a problem runs on whole states, as above; past it each "
-                    "executor step reads a window of fixed size (runtime.windowed: 16 cells of each tape), so a step "
-                    "costs the same at every length and a problem's time grows about linearly with its length. The "
-                    "aligners' chunks add a few calls (one per 50 digits, each way). On a shared machine every time "
-                    "moves with the load.")
+                    "executor step reads a window of fixed size (runtime.windowed: 16 cells of each tape), so its "
+                    "forward pass costs the same at every length (the tokens a verify row stay put). What still "
+                    "grows with the length is the runtime's own work at each step (splicing the window back into the "
+                    "whole state, and the machine's next window drafted from it), so a problem's time grows a little "
+                    "faster than its length. The aligners' chunks add a few calls (one per 50 digits, each way). On a "
+                    "shared machine every time moves with the load.")
 
 
 def finding(lines: list[str]) -> str:

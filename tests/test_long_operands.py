@@ -104,7 +104,12 @@ def test_windowed_runs_lead_the_report_with_what_they_measured(tmp_path):
     assert "Below 99%: gt at 200 (97" in opening and "not length generalisation" in opening
     assert "| gt         |      200 | 97%" in text and "executor: wrong_digit 3" in text and "| 97/100 " in text
     assert text.index("### Windowed execution") < text.index("### Whole states")
-    document["windowed"]["gt"]["200"] = full(100, 100)
+    document["windowed"]["gt"]["200"] = {**full(100, 100), "exact_traces": 98,
+                                         "first_failure": {"executor: wrong_command": 2}}
+    opening = long_operands_markdown(document).split("\n\n")[1]
+    assert "Every answer is right up to 1,000 digits (the lower ends of the Wilson 95% intervals: " in opening
+    assert "still ended right, a later digit deciding: gt 2 of 100 at 200 (executor: wrong_command 2)" in opening
+    document["windowed"]["gt"]["200"] = full(99, 100)
     assert "Every point is at or above 99% up to 1,000 digits" in long_operands_markdown(document)
     long_operands_figure(document, tmp_path / "figure.png")
     assert (tmp_path / "figure.png").stat().st_size > 10_000

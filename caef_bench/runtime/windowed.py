@@ -34,7 +34,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Iterator
 
-from caef_bench.machines import Snapshot, answer_misalignment, parse, parse_expression, render, run, start_misalignment
+from caef_bench.machines import (Snapshot, answer_misalignment, parse, parse_expression, render, rewritten_operand, run,
+                                 start_misalignment)
 from caef_bench.machines import classify as classify_step
 from caef_bench.machines import next_text
 from caef_bench.machines.aligner import align_input, align_output
@@ -44,6 +45,7 @@ from caef_bench.models.limits import WINDOWED_OPS
 from caef_bench.models.names import aligner_name, executor_of_machine
 
 from .problem import Attempt, Completion, Malformed, OffProblem, Problem, default_step_budget, reference_step_count
+from .records import Divergence
 
 WINDOW_OPS = WINDOWED_OPS
 BACK = 4  # cells of each tape a window keeps behind its head
@@ -68,11 +70,15 @@ def window_of(state: ExecutorState) -> tuple[ExecutorState, Window]:
     """The window of a whole state the executor is shown, and where it was cut."""
     leading_head = max(tape.head for tape in state.tapes)
     column = max(0, leading_head - 1 - BACK)
-    starts = tuple(min(column, max(len(tape.digits) - 1, 0)) for tape in state.tapes)
+    window = Window(column, tuple(min(column, max(len(tape.digits) - 1, 0)) for tape in state.tapes))
+    return _cut_state(state, window), window
+
+
+def _cut_state(state: ExecutorState, window: Window) -> ExecutorState:
     tapes = tuple(Tape(t.marker, t.digits[s:s + WIDTH], t.head - s if t.head else 0)
-                  for t, s in zip(state.tapes, starts))
-    output = state.output[column:] if state.machine == "ADD" else state.output
-    return replace(state, tapes=tapes, output=output), Window(column, starts)
+                  for t, s in zip(state.tapes, window.tape_starts))
+    output = state.output[window.column:] if state.machine == "ADD" else state.output
+    return replace(state, tapes=tapes, output=output)
 
 
 def splice(whole: ExecutorState, window: Window, written: ExecutorState) -> ExecutorState:
@@ -86,10 +92,11 @@ def splice(whole: ExecutorState, window: Window, written: ExecutorState) -> Exec
     return replace(written, tapes=tapes, output=output)
 
 
-def windowed_step(whole: Snapshot) -> tuple[str, Window]:
-    """The prompt for the step after `whole` (a state and its command), and where its window was cut."""
+def windowed_step(whole: Snapshot) -> tuple[Snapshot, Window]:
+    """The window the executor is shown for the step after `whole` (a state and its command), and where it
+    was cut."""
     state, window = window_of(whole.state)
-    return render(Snapshot(state, whole.command)), window
+    return Snapshot(state, whole.command), window
 
 
 # --------------------------------------------------------------------------- the aligners' chunks
@@ -195,11 +202,7 @@ def _parse(text: str) -> Snapshot:
 
 def cut(snapshot: Snapshot, window: Window) -> Snapshot:
     """The same window of a later state (the model's next window is cut where its prompt was)."""
-    state = snapshot.state
-    tapes = tuple(Tape(t.marker, t.digits[s:s + WIDTH], t.head - s if t.head else 0)
-                  for t, s in zip(state.tapes, window.tape_starts))
-    output = state.output[window.column:] if state.machine == "ADD" else state.output
-    return replace(snapshot, state=replace(state, tapes=tapes, output=output))
+    return replace(snapshot, state=_cut_state(snapshot.state, window))
 
 
 def draft_for(whole: Snapshot, window: Window) -> str | None:
@@ -224,9 +227,8 @@ def reference_calls(expr: str) -> Iterator[tuple[str, str, str]]:
         yield aligner, prompt, align_input(prompt)
     executor = executor_of_machine(machine_run.machine)
     for i in range(len(machine_run)):
-        state, window = window_of(machine_run.state(i))
-        after = cut(machine_run.snapshot(i + 1), window)
-        yield executor, render(Snapshot(state, machine_run.command(i))), render(after)
+        shown, window = windowed_step(machine_run.snapshot(i))
+        yield executor, render(shown), render(cut(machine_run.snapshot(i + 1), window))
     for prompt in output_chunks(machine_run.halt.state):
         yield aligner, prompt, align_output(prompt)
 
@@ -243,19 +245,19 @@ class Windowed(Attempt):
         super().__init__(problem, **kwargs)
         self.op, self.budget = op, budget
         self.reference = reference_calls(problem.expr) if traced else None
-        self.record.detail = None
         self.chunk_prompts = input_chunks(problem.expr)
         self.chunk_texts: list[str] = []
         self.phase = "align_input"
-        self.whole: Snapshot | None = None
-        self.start: Snapshot | None = None
+        self.whole: Snapshot | None = None  # the whole state and command the executor has reached
+        self.shown: Snapshot | None = None  # its window, the pending prompt
         self.window: Window | None = None
         self._next()
 
     def _next(self) -> None:
         if self.phase == "execute":
             self.adapter = executor_of_machine(self.whole.machine)
-            self.prompt, self.window = windowed_step(self.whole)
+            self.shown, self.window = windowed_step(self.whole)
+            self.prompt = render(self.shown)
             self.draft = draft_for(self.whole, self.window)
         else:
             self.draft = None  # the chunks are expressions and halt states: the model's own drafter reads them
@@ -268,8 +270,6 @@ class Windowed(Attempt):
         error_class, expected = self._compare(text)
         index = self._log_step(completion, seconds, error_class, expected, beyond)
         if error_class:
-            from .records import Divergence
-
             self.record.first_divergence = Divergence(index, self.adapter, error_class, expected, text, 0)
         try:
             if self.phase == "execute":
@@ -293,7 +293,7 @@ class Windowed(Attempt):
 
     def _chunks_done(self) -> None:
         if self.phase == "align_input":
-            self.start = self.whole = join_start(self.problem.expr, self.chunk_prompts, self.chunk_texts)
+            self.whole = join_start(self.problem.expr, self.chunk_prompts, self.chunk_texts)
             self.phase = "execute"
             return
         answer = join_answer(self.problem.expr, self.chunk_prompts, self.chunk_texts, self.whole.machine)
@@ -302,8 +302,6 @@ class Windowed(Attempt):
         self.finish("answered")
 
     def _execute(self, text: str) -> None:
-        from caef_bench.machines import rewritten_operand
-
         written = _parse(text)
         if written.machine != self.whole.machine:
             raise Malformed(f"expected a {self.whole.machine} state, got {written.machine}")
@@ -312,8 +310,7 @@ class Windowed(Attempt):
             raise Malformed("a state line without its command line")
         if written.state.halted != command.is_halt:
             raise Malformed(f"state {written.state.q} with {'the halt line' if command.is_halt else 'a command'}")
-        shown = window_of(self.whole.state)[0]
-        if rewritten := rewritten_operand(shown, written.state):
+        if rewritten := rewritten_operand(self.shown.state, written.state):
             raise OffProblem(rewritten + " (in its window)")
         self.whole = Snapshot(splice(self.whole.state, self.window, written.state), command)
         if command.is_halt:

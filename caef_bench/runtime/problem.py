@@ -217,6 +217,34 @@ class Attempt:
             completion = replace(completion, text=text)
         return completion, beyond
 
+    def _logged(self, completion: Completion, seconds: float, expression: bool) -> tuple[str, int]:
+        """A free-running call's answer cut at its step's end, compared with the machine's (traced mode,
+        `_compare`) and recorded: its text, and its index among the problem's steps."""
+        completion, beyond = self._end_step(completion, expression)
+        text = completion.text
+        error_class, expected = self._compare(text)
+        index = self._log_step(completion, seconds, error_class, expected, beyond)
+        if error_class:
+            self.record.first_divergence = Divergence(index, self.adapter, error_class, expected, text, self.depth)
+        return text, index
+
+    def _compare(self, text: str) -> tuple[str | None, str | None]:
+        return None, None  # traced attempts: (error class or None, the machine's output)
+
+    def _stopped(self, error: Exception, index: int, text: str) -> None:
+        """End the problem on a call it cannot go on from: unparseable, or off the asked problem."""
+        if isinstance(error, Malformed):
+            detail = f"step {index} ({self.adapter}): {error}"
+            self.finish("unparseable", detail if self.keep_steps else f"{detail}; output {text[:500]!r}")
+        else:
+            self.finish("misaligned", f"{self.adapter} {error} at step {index}")
+
+    def _over_budget(self, budget: int) -> bool:
+        """The step budget bounds the execution; once the top machine has halted, aligner (O) always runs."""
+        if self.phase == "execute" and self.record.n_steps >= budget:
+            self.finish("no_halt", f"no halt state after {budget} steps (the step budget)")
+        return self.done
+
     def _log_step(self, completion: Completion, seconds: float, error_class: str | None,
                   expected: str | None, beyond: str = "") -> int:
         """Record one call; returns its index among the problem's steps."""
@@ -265,12 +293,7 @@ class FreeRunning(Attempt):
             self.adapter, self.prompt, self.depth = aligner_name(self.op), self.halt_text, 0
 
     def accept(self, completion: Completion, seconds: float) -> None:
-        completion, beyond = self._end_step(completion, expression=self.phase == "align_output")
-        text = completion.text
-        error_class, expected = self._compare(text)
-        index = self._log_step(completion, seconds, error_class, expected, beyond)
-        if error_class:
-            self.record.first_divergence = Divergence(index, self.adapter, error_class, expected, text, self.depth)
+        text, index = self._logged(completion, seconds, expression=self.phase == "align_output")
         try:
             if self.phase == "align_output":
                 # The runtime answers only the problem it was asked: an expression written back with
@@ -294,18 +317,11 @@ class FreeRunning(Attempt):
                 self.phase = "execute"
                 self.stack.append(Frame(self.machine, start=snapshot))
             self._apply(self.stack[-1], snapshot)
-        except Malformed as error:
-            detail = f"step {index} ({self.adapter}): {error}"
-            self.finish("unparseable", detail if self.keep_steps else f"{detail}; output {text[:500]!r}")
+        except (Malformed, OffProblem) as error:
+            self._stopped(error, index, text)
             return
-        except OffProblem as error:
-            self.finish("misaligned", f"{self.adapter} {error} at step {index}")
-            return
-        # The budget bounds the execution; once the top machine has halted, aligner (O) always runs.
-        if self.phase == "execute" and self.record.n_steps >= self.budget:
-            self.finish("no_halt", f"no halt state after {self.budget} steps (the step budget)")
-            return
-        self._next()
+        if not self._over_budget(self.budget):
+            self._next()
 
     def _compare(self, text: str) -> tuple[str | None, str | None]:
         """Traced mode, until the first divergence: (error class or None, the machine's output)."""

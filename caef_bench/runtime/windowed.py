@@ -45,7 +45,6 @@ from caef_bench.models.limits import WINDOWED_OPS
 from caef_bench.models.names import aligner_name, executor_of_machine
 
 from .problem import Attempt, Completion, Malformed, OffProblem, Problem, default_step_budget, reference_step_count
-from .records import Divergence
 
 WINDOW_OPS = WINDOWED_OPS
 BACK = 4  # cells of each tape a window keeps behind its head
@@ -265,12 +264,7 @@ class Windowed(Attempt):
             self.prompt = self.chunk_prompts[len(self.chunk_texts)]
 
     def accept(self, completion: Completion, seconds: float) -> None:
-        completion, beyond = self._end_step(completion, expression=self.phase == "align_output")
-        text = completion.text
-        error_class, expected = self._compare(text)
-        index = self._log_step(completion, seconds, error_class, expected, beyond)
-        if error_class:
-            self.record.first_divergence = Divergence(index, self.adapter, error_class, expected, text, 0)
+        text, index = self._logged(completion, seconds, expression=self.phase == "align_output")
         try:
             if self.phase == "execute":
                 self._execute(text)
@@ -278,18 +272,11 @@ class Windowed(Attempt):
                 self.chunk_texts.append(text)
                 if len(self.chunk_texts) == len(self.chunk_prompts):
                     self._chunks_done()
-        except Malformed as error:
-            self.finish("unparseable", f"step {index} ({self.adapter}): {error}")
+        except (Malformed, OffProblem) as error:
+            self._stopped(error, index, text)
             return
-        except OffProblem as error:
-            self.finish("misaligned", f"{self.adapter} {error} at step {index}")
-            return
-        if self.done:
-            return
-        if self.phase == "execute" and self.record.n_steps >= self.budget:
-            self.finish("no_halt", f"no halt state after {self.budget} steps (the step budget)")
-            return
-        self._next()
+        if not self.done and not self._over_budget(self.budget):
+            self._next()
 
     def _chunks_done(self) -> None:
         if self.phase == "align_input":

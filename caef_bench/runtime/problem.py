@@ -173,6 +173,27 @@ class OffProblem(Exception):
     """An executor's state whose operand tapes are not its start state's; the problem stops as "misaligned"."""
 
 
+def parse_output(text: str) -> Snapshot:
+    """A model's output as a snapshot; Malformed where it is not CAEF format."""
+    try:
+        return parse(text)
+    except FormatError as error:
+        raise Malformed(f"not CAEF format: {error}") from None
+
+
+def step_command(output: Snapshot, machine: str):
+    """The command of an executor or composer step written for `machine`; Malformed where the output is
+    another machine's, lacks its command line, or pairs a halt state with a command (or the reverse)."""
+    if output.machine != machine:
+        raise Malformed(f"expected a {machine} state, got {output.machine}")
+    command = output.command
+    if command is None:
+        raise Malformed("a state line without its command line")
+    if output.state.halted != command.is_halt:
+        raise Malformed(f"state {output.state.q} with {'the halt line' if command.is_halt else 'a command'}")
+    return command
+
+
 @dataclass
 class Frame:
     """One machine being executed: the text of its next input, and what its caller needs back."""
@@ -305,7 +326,7 @@ class FreeRunning(Attempt):
                 else:
                     self._answer(text)
                 return
-            snapshot = self._parse(text)
+            snapshot = parse_output(text)
             if self.phase == "align_input":
                 # The start text is the top machine's first state: it opens the bottom frame, if it
                 # holds the asked operands (else the run would execute another problem).
@@ -335,22 +356,9 @@ class FreeRunning(Attempt):
                                f"{self.prompt!r} vs {machine_input!r}")
         return _difference(step, text), step.output
 
-    @staticmethod
-    def _parse(text: str) -> Snapshot:
-        try:
-            return parse(text)
-        except FormatError as error:
-            raise Malformed(f"not CAEF format: {error}") from None
-
     def _apply(self, frame: Frame, output: Snapshot) -> None:
         """Act on a frame's output: continue it, call a callee, or return its halt."""
-        if output.machine != frame.machine:
-            raise Malformed(f"expected a {frame.machine} state, got {output.machine}")
-        command = output.command
-        if command is None:
-            raise Malformed("a state line without its command line")
-        if output.state.halted != command.is_halt:
-            raise Malformed(f"state {output.state.q} with {'the halt line' if command.is_halt else 'a command'}")
+        command = step_command(output, frame.machine)
         if not frame.is_composer and (rewritten := rewritten_operand(frame.start.state, output.state)):
             raise OffProblem(rewritten)
         if command.is_halt:
@@ -456,6 +464,7 @@ def _longest(expression) -> int:
 
 __all__ = [
     "BUDGET_FACTOR", "BUDGET_SLACK", "Attempt", "Completion", "Frame", "Malformed", "Problem", "ReferenceStep",
-    "StepModel", "default_step_budget", "reference_step_count", "reference_steps", "start_attempt",
+    "StepModel", "default_step_budget", "parse_output", "reference_step_count", "reference_steps", "start_attempt",
+    "step_command",
     "to_composer_view",
 ]

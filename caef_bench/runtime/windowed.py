@@ -44,7 +44,8 @@ from caef_bench.machines.text import HALT, ExecutorState, Tape
 from caef_bench.models.limits import WINDOWED_OPS
 from caef_bench.models.names import aligner_name, executor_of_machine
 
-from .problem import Attempt, Completion, Malformed, OffProblem, Problem, default_step_budget, reference_step_count
+from .problem import (Attempt, Completion, Malformed, OffProblem, Problem, default_step_budget, parse_output,
+                      reference_step_count, step_command)
 
 WINDOW_OPS = WINDOWED_OPS
 BACK = 4  # cells of each tape a window keeps behind its head
@@ -136,7 +137,7 @@ def join_start(expr: str, chunk_prompts: list[str], chunk_texts: list[str]) -> S
     tapes: list[list[str]] = []
     first = None
     for index, (prompt, text) in enumerate(zip(chunk_prompts, chunk_texts)):
-        snapshot = _parse(text)
+        snapshot = parse_output(text)
         if wrong := start_misalignment(prompt, snapshot):
             raise OffProblem(f"chunk {index}: {wrong}")
         if snapshot.command is None or snapshot.state.q != "q0":
@@ -190,13 +191,6 @@ def _chunk_expression(halt_prompt: str) -> str:
     """The expression a chunk's halt state stands for, as aligner (O) must write it back."""
     written = align_output(halt_prompt)
     return written.rpartition("=")[0] + "="
-
-
-def _parse(text: str) -> Snapshot:
-    try:
-        return parse(text)
-    except ValueError as error:
-        raise Malformed(f"not CAEF format: {error}") from None
 
 
 def cut(snapshot: Snapshot, window: Window) -> Snapshot:
@@ -289,14 +283,8 @@ class Windowed(Attempt):
         self.finish("answered")
 
     def _execute(self, text: str) -> None:
-        written = _parse(text)
-        if written.machine != self.whole.machine:
-            raise Malformed(f"expected a {self.whole.machine} state, got {written.machine}")
-        command = written.command
-        if command is None:
-            raise Malformed("a state line without its command line")
-        if written.state.halted != command.is_halt:
-            raise Malformed(f"state {written.state.q} with {'the halt line' if command.is_halt else 'a command'}")
+        written = parse_output(text)
+        command = step_command(written, self.whole.machine)
         if rewritten := rewritten_operand(self.shown.state, written.state):
             raise OffProblem(rewritten + " (in its window)")
         self.whole = Snapshot(splice(self.whole.state, self.window, written.state), command)

@@ -173,6 +173,11 @@ def test_the_curve_evaluation_scores_every_snapshot_and_measures_only_what_it_la
     measured.clear()
     direct_curve.evaluate_curve(curve, out, per_cell=4, cells=["add_5"], progress=lambda line: None)
     assert measured == ["add_5", "add_5"]  # another N: measured again
+    measured.clear()
+    again = direct_curve.evaluate_curve(curve, out, per_cell=4, cells=["add_5"], device="elsewhere",
+                                        command="eval (nothing new)", progress=lambda line: None)
+    assert measured == [] and again["device"] == "cpu"  # nothing measured: the cells' own command and device stay
+    assert again["command"] != "eval (nothing new)" and again["points"]["add/frac_1"]["batch"] == 4
 
     with pytest.raises(ValueError, match="not the one the snapshots were trained on"):
         other = tmp_path / "other_base"
@@ -197,22 +202,24 @@ def test_the_curve_evaluation_runs_without_lm_eval_or_pandas(tmp_path, micro_tin
 
 # ---------------------------------------------------------------- the report
 
-def _evaluation() -> dict:
-    def cell(correct, n=100):
-        from caef_bench.evaluate.scoring import accuracy
+def _cell(correct, n=100):
+    from caef_bench.evaluate.scoring import accuracy
 
-        return accuracy([{"correct": i < correct} for i in range(n)])
+    return accuracy([{"correct": i < correct} for i in range(n)])
 
+
+def _evaluation(snapshots=(("frac_1_16", 29_184, 10), ("frac_1", 466_304, 90)), batch=128,
+                train_device="NVIDIA H200", train_command="caef-bench t", base_weights="b45e") -> dict:
     points = {}
-    for label_, samples, cells in (("frac_1_16", 29_184, {"add_5": cell(10), "add_100": cell(0)}),
-                                   ("frac_1", 466_304, {"add_5": cell(90), "add_100": cell(0)})):
-        points[f"add/{label_}"] = {"op": "add", "label": label_, "fraction": label_, "samples": samples,
+    for label_, samples, add_5 in snapshots:
+        fraction = label_.removeprefix("frac_").replace("_", "/")
+        points[f"add/{label_}"] = {"op": "add", "label": label_, "fraction": fraction, "samples": samples,
                                    "budget_samples": 466_240, "fraction_of_budget": samples / 466_240,
-                                   "adapter": "abc", "position_scheme": "standard", "train_command": "caef-bench t",
-                                   "seed": 0, "final_loss": 1.0, "train_seconds": 1.0, "train_device": "x",
-                                   "cells": cells}
+                                   "adapter": "abc", "position_scheme": "standard", "train_command": train_command,
+                                   "seed": 0, "batch": batch, "final_loss": 1.0, "train_seconds": 1.0,
+                                   "train_device": train_device, "cells": {"add_5": _cell(add_5), "add_100": _cell(0)}}
     return {"command": "caef-bench eval-curve", "curve": "work/c", "per_cell": 100, "base": "checkpoints/tiny/base",
-            "base_weights": "b45e", "device": "cuda", "points": points}
+            "base_weights": base_weights, "device": "cuda", "points": points}
 
 
 def test_the_report_puts_the_curve_beside_caef_and_the_paper_in_three_files(tmp_path):
@@ -220,7 +227,7 @@ def test_the_report_puts_the_curve_beside_caef_and_the_paper_in_three_files(tmp_
 
     evaluation = tmp_path / "eval.json"
     evaluation.write_text(json.dumps(_evaluation()))
-    paths = write_curve_report(evaluation, tmp_path / "out", "caef-bench report-curve",
+    paths = write_curve_report([evaluation], tmp_path / "out", "caef-bench report-curve",
                                REPO / "results" / "table1_caef.json")
     assert [p.name for p in paths] == ["lora_direct_curve.md", "lora_direct_curve.json", "lora_direct_curve.png"]
     markdown = paths[0].read_text()
@@ -234,7 +241,34 @@ def test_the_report_puts_the_curve_beside_caef_and_the_paper_in_three_files(tmp_
     assert record["paper"]["add"]["5"] == 92.1 and record["caef"]["cells"]["add_5"]["n"] == 200
     assert paths[2].stat().st_size > 10_000
     with pytest.raises(FileNotFoundError, match="eval-curve"):
-        write_curve_report(tmp_path / "missing.json", tmp_path / "out", "cmd")
+        write_curve_report([tmp_path / "missing.json"], tmp_path / "out", "cmd")
+
+
+def test_a_second_run_of_the_same_budgets_is_shown_beside_the_first_named_by_its_batch_and_device(tmp_path):
+    from caef_bench.report.direct_curve import curve_findings, write_curve_report
+    from caef_bench.report.render import render_markdown
+
+    first, second = tmp_path / "h200.json", tmp_path / "cpu.json"
+    first.write_text(json.dumps(_evaluation(snapshots=(("frac_1_16", 29_184, 0),))))
+    second.write_text(json.dumps(_evaluation(snapshots=(("frac_1_64", 7_296, 0), ("frac_3_64", 21_856, 42)), batch=32,
+                                             train_device="cpu (AMD EPYC, 1 threads, system allocator)",
+                                             train_command="caef-bench t --batch 32")))
+    paths = write_curve_report([first, second], tmp_path / "out", "caef-bench report-curve")
+    record = json.loads(paths[1].read_text())
+    assert [run["label"] for run in record["runs"]] == ["batch 128, NVIDIA H200", "batch 32, CPU"]
+    assert [(p["run"], p["samples"]) for p in record["points"]["add"]] == \
+        [("batch 128, NVIDIA H200", 29_184), ("batch 32, CPU", 7_296), ("batch 32, CPU", 21_856)]
+    markdown = paths[0].read_text()
+    assert "| batch 32, CPU          | 21,856 " in markdown and "42.0 [32.8, 51.8]" in markdown
+    assert "**batch 32, CPU.**" in markdown and "`caef-bench t --batch 32` (seed 0" in markdown
+    findings = curve_findings(record)
+    assert "0% at 1/16 of its budget (batch 128, NVIDIA H200; its only snapshot)" in findings
+    assert "0% at 1/64 of its budget and 0-42% at 3/64 (batch 32, CPU)" in findings
+    assert render_markdown(record) == ("lora_direct_curve.md", markdown)  # the JSON alone renders the report
+    other_base = tmp_path / "other.json"
+    other_base.write_text(json.dumps(_evaluation(base_weights="0ther")))
+    with pytest.raises(ValueError, match="different bases"):
+        write_curve_report([first, other_base], tmp_path / "out", "cmd")
 
 
 def test_the_findings_name_the_first_and_last_snapshot_or_say_there_was_one():

@@ -75,7 +75,8 @@ def _point(snapshot: dict, fingerprint: str) -> dict:
             "samples": manifest["samples"], "budget_samples": curve["budget_samples"],
             "fraction_of_budget": curve["fraction_of_budget"], "adapter": fingerprint,
             "position_scheme": manifest.get("position_scheme"), "train_command": manifest["command"],
-            "seed": manifest["seed"], "final_loss": manifest["stages"]["stage2"]["final_loss"],
+            "seed": manifest["seed"], "batch": manifest["stages"]["stage2"]["batch"],
+            "final_loss": manifest["stages"]["stage2"]["final_loss"],
             "train_seconds": manifest["wall_time_s"], "train_device": manifest["device"], "cells": {}}
 
 
@@ -108,6 +109,7 @@ def evaluate_curve(curve: Path, out: Path, per_cell: int = 100, ops: list[str] |
     record = {"command": command, "curve": str(curve), "per_cell": per_cell, "base": shown_path(base_folder),
               "base_weights": base_weights, "device": device, "points": dict(kept)}
     model = tokenizer = None
+    measured = False
     for label in dict.fromkeys(s["label"] for s in snapshots):  # one snapshot folder at a time
         here = [s for s in snapshots if s["label"] == label]
         tier_here = get_tier(tier, base=base_folder, adapters=curve / label)
@@ -115,11 +117,11 @@ def evaluate_curve(curve: Path, out: Path, per_cell: int = 100, ops: list[str] |
         todo = {}
         for snapshot in here:
             fingerprint = per_adapter[f"direct_{snapshot['op']}"]
-            point = kept.get(point_key(snapshot))
-            if point is None or point["adapter"] != fingerprint:
-                point = _point(snapshot, fingerprint)
-            point["cells"] = {cell: result for cell, result in point["cells"].items()
-                              if result["n"] == min(per_cell, len(load_cell(cell)))}
+            # what the manifest says is read afresh; cells measured on these very weights are kept
+            point, earlier_point = _point(snapshot, fingerprint), kept.get(point_key(snapshot))
+            if earlier_point is not None and earlier_point["adapter"] == fingerprint:
+                point["cells"] = {cell: result for cell, result in earlier_point["cells"].items()
+                                  if result["n"] == min(per_cell, len(load_cell(cell)))}
             record["points"][point_key(snapshot)] = point
             missing = [cell for cell in cells_of(snapshot["op"], cells) if cell not in point["cells"]]
             if missing:
@@ -134,12 +136,15 @@ def evaluate_curve(curve: Path, out: Path, per_cell: int = 100, ops: list[str] |
                 point = record["points"][f"{op}/{label}"]
                 for cell in missing:
                     point["cells"][cell] = evaluate_cell(direct, op, cell, per_cell, batch_size)
+                    measured = True
                     _write(out, record)
                     stats = point["cells"][cell]
                     progress(f"direct_{op} {label} ({point['samples']:,} samples): {cell} "
                              f"{stats['accuracy']:.1%} (N={stats['n']}, {stats['seconds']} s)")
         finally:
             model = direct.detach()
+    if not measured and kept:  # nothing new was measured: the cells are still the earlier command's, on its device
+        record.update({key: earlier[key] for key in ("command", "device") if key in earlier})
     _write(out, record)
     return record
 

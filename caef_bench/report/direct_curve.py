@@ -2,9 +2,10 @@
 training samples, a line per operand length, beside CAEF at its full budget and the paper's
 LoRA-direct (LLaMA 3.1 (L)).
 
-Everything comes from the curve's evaluation JSON (`evaluate.direct_curve`) and the CAEF results
-file it is put beside (`caef-bench run --suite caef`'s, e.g. results/table1_caef.json); nothing is
-typed in.
+Everything comes from the curves' evaluation JSONs (`evaluate.direct_curve`) and the CAEF results
+file they are put beside (`caef-bench run --suite caef`'s, e.g. results/table1_caef.json); nothing is
+typed in. Several evaluations are several training runs of the same budgets (another batch, another
+machine), each a run of its own in the tables and the figure, named by its batch and device.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from caef_bench.report.tables import HOW_MADE, OP_NAMES, paper_tables, percent
 
 PAPER_ROW = "LLaMA 3.1 (L)"
+RUN_STYLES = (("o", "-"), ("s", "-."), ("^", (0, (5, 1, 1, 1))))  # (marker, line) of each run, in the record's order
 LENGTH_COLORS = {"5": "tab:blue", "10": "tab:orange", "50": "tab:green", "100": "tab:red", "1-10": "tab:purple"}
 FILES = ("lora_direct_curve.md", "lora_direct_curve.json", "lora_direct_curve.png")
 
@@ -31,22 +33,46 @@ def _interval(stats: dict | None) -> str:
     return f"{100 * stats['accuracy']:.1f} [{100 * stats['ci_low']:.1f}, {100 * stats['ci_high']:.1f}]"
 
 
-def curve_record(evaluation: dict, caef: dict | None, command: str, sources: dict) -> dict:
-    """What the report shows, as its JSON holds it: the evaluation's points by operator (ascending
-    samples), CAEF's cells of the same operators, the paper's LoRA-direct values, and where each came from."""
+def run_label(point: dict) -> str:
+    """How a run is named in the report: its batch and the device it trained on ('batch 32, CPU')."""
+    device = point.get("train_device") or "?"
+    device = "CPU" if device.startswith("cpu") else device.split(" (")[0]
+    return f"batch {point['batch']}, {device}" if point.get("batch") else device
+
+
+def curve_record(evaluations: list[dict], caef: dict | None, command: str, sources: dict) -> dict:
+    """What the report shows, as its JSON holds it: each evaluation's run (its label, and the command
+    and device that scored it), their points by operator (by run, then ascending samples, each naming
+    its run), CAEF's cells of the same operators, the paper's LoRA-direct values, and where each came from."""
     points: dict[str, list] = {}
-    for point in evaluation["points"].values():
-        points.setdefault(point["op"], []).append(point)
+    runs = []
+    for evaluation in evaluations:
+        found = list(evaluation["points"].values())
+        if not found:
+            continue
+        labels = {run_label(point) for point in found}
+        if len(labels) > 1:
+            raise ValueError(f"one evaluation holds several runs ({', '.join(sorted(labels))}): evaluate each curve "
+                             f"on its own")
+        run = labels.pop()
+        if any(r["label"] == run for r in runs):
+            run = f"{run}, run {len(runs) + 1}"
+        runs.append({"label": run, "evaluation": {key: evaluation.get(key) for key in (
+            "command", "curve", "per_cell", "base", "base_weights", "device")}})
+        for point in found:
+            points.setdefault(point["op"], []).append({**point, "run": run})
     if not points:
         raise ValueError("the curve's evaluation holds no points: run `caef-bench eval-curve` first")
+    bases = {r["evaluation"]["base_weights"] for r in runs}
+    if len(bases) > 1:
+        raise ValueError(f"the runs were trained on different bases ({', '.join(sorted(bases))}): one report is one base")
+    order = [r["label"] for r in runs]
     for op in points:
-        points[op].sort(key=lambda p: p["samples"])
+        points[op].sort(key=lambda p: (order.index(p["run"]), p["samples"]))
     paper = paper_tables()["table1_overall_accuracy"]
     caef_cells = (caef or {}).get("results", {})
     return {
-        "command": command, "sources": sources,
-        "evaluation": {key: evaluation.get(key) for key in ("command", "curve", "per_cell", "base", "base_weights",
-                                                            "device")},
+        "command": command, "sources": sources, "runs": runs,
         "caef": None if caef is None else {
             "command": caef.get("command"), "weights": caef.get("weights"),
             "cells": {cell: {**{k: r["end_to_end"][k] for k in ("n", "correct", "accuracy", "ci_low", "ci_high")},
@@ -56,6 +82,14 @@ def curve_record(evaluation: dict, caef: dict | None, command: str, sources: dic
                        if value is not None} for op in points},
         "points": points,
     }
+
+
+def runs_of(points: list[dict]) -> dict[str, list[dict]]:
+    """One operator's points by run, in the record's order."""
+    by_run: dict[str, list] = {}
+    for point in points:
+        by_run.setdefault(point.get("run", ""), []).append(point)
+    return by_run
 
 
 def _range(cells: list[dict]) -> str:
@@ -69,20 +103,27 @@ def _accuracy(stats: dict) -> float:
 
 
 def curve_findings(record: dict) -> str:
-    """The opening sentences, from the numbers: per operator, the accuracy across lengths at the first and
-    the last snapshot, and CAEF's on the same test cells."""
+    """The opening sentences, from the numbers: per operator and run, the accuracy across lengths at the
+    first and the last snapshot, and CAEF's on the same test cells."""
     ns = sorted({s["n"] for points in record["points"].values() for p in points for s in p["cells"].values()})
-    parts = []
+    parts, most_runs = [], 1
     for op, points in record["points"].items():
-        first, last = points[0], points[-1]
         chance = " (a guess is right half the time)" if op in ("gt", "lt", "eq") else ""
-        part = f"{OP_NAMES[op]}{chance} {_range(list(first['cells'].values()))} at {first['fraction']} of its budget"
-        if len(points) > 1:
-            part += f" and {_range(list(last['cells'].values()))} at {last['fraction']}"
-        else:  # a run stopped before its second snapshot
-            part += " (its only snapshot)"
-        parts.append(part)
-    text = (f"LoRA-direct on the tiny base, evaluated at snapshots of one training run per operator ("
+        by_run = runs_of(points)
+        most_runs = max(most_runs, len(by_run))
+        said = []
+        for run, shown in by_run.items():
+            first, last = shown[0], shown[-1]
+            part = f"{_range(list(first['cells'].values()))} at {first['fraction']} of its budget"
+            if len(shown) > 1:
+                part += f" and {_range(list(last['cells'].values()))} at {last['fraction']}"
+            notes = [run] if len(by_run) > 1 else []
+            if len(shown) == 1:  # a run stopped before its second snapshot
+                notes.append("its only snapshot")
+            said.append(part + (f" ({'; '.join(notes)})" if notes else ""))
+        parts.append(f"{OP_NAMES[op]}{chance} " + ", ".join(said))
+    runs = "one training run per operator" if most_runs == 1 else "each training run, named by its batch and device"
+    text = (f"LoRA-direct on the tiny base, evaluated at snapshots of {runs} ("
             f"N={'/'.join(str(n) for n in ns)} per test cell, across the operand lengths): " + "; ".join(parts) + ".")
     caef = (record.get("caef") or {}).get("cells") or {}
     if caef:
@@ -95,9 +136,8 @@ def curve_findings(record: dict) -> str:
 def curve_markdown(record: dict) -> str:
     import pandas as pd
 
-    evaluation, caef = record["evaluation"], record["caef"]
-    trainings = sorted({(p["train_command"], p["seed"], p["position_scheme"]) for ps in record["points"].values()
-                        for p in ps})
+    runs, caef = record["runs"], record["caef"]
+    several = len(runs) > 1
     lines = ["## LoRA-direct learning curve: accuracy against training samples", "", curve_findings(record), "",
              "Accuracy % with Wilson 95% intervals, per snapshot (its training samples, and their share of the "
              "operator's budget: the samples of its CAEF executor and aligner plans together); beside them CAEF at "
@@ -105,30 +145,38 @@ def curve_markdown(record: dict) -> str:
              "(Lai et al., arXiv 2410.07896, Table 1), at its own budget.", ""]
     for op, points in record["points"].items():
         lengths = list(dict.fromkeys(_length(cell) for p in points for cell in p["cells"]))
-        rows = [{"samples": f"{p['samples']:,}", "of budget": f"{100 * p['fraction_of_budget']:.1f}%",
-                 **{f"{n} digits": _interval(next((s for c, s in p["cells"].items() if _length(c) == n), None))
-                    for n in lengths},
-                 "N": "/".join(str(n) for n in sorted({s["n"] for s in p["cells"].values()}))} for p in points]
+
+        def row(name: str, run: str, of_budget: str, cells: dict[str, str], n: str) -> dict:
+            return {**({"run": run} if several else {}), "samples": name, "of budget": of_budget,
+                    **{f"{length} digits": cells.get(length, "–") for length in lengths}, "N": n}
+
+        rows = [row(f"{p['samples']:,}", p.get("run", ""), f"{100 * p['fraction_of_budget']:.1f}%",
+                    {_length(c): _interval(s) for c, s in p["cells"].items()},
+                    "/".join(str(n) for n in sorted({s["n"] for s in p["cells"].values()}))) for p in points]
         if caef is not None:
             cells = {_length(c): s for c, s in caef["cells"].items() if c.partition("_")[0] == op}
-            rows.append({"samples": "CAEF (ours)", "of budget": "full",
-                         **{f"{n} digits": _interval(cells.get(n)) for n in lengths},
-                         "N": "/".join(str(n) for n in sorted({s["n"] for s in cells.values()}))})
+            rows.append(row("CAEF (ours)", "", "full", {n: _interval(s) for n, s in cells.items()},
+                            "/".join(str(n) for n in sorted({s["n"] for s in cells.values()}))))
         paper = record["paper"].get(op, {})
-        rows.append({"samples": f"{PAPER_ROW} (paper)", "of budget": "–",
-                     **{f"{n} digits": f"{paper[n]:.1f}" if n in paper else "–" for n in lengths}, "N": "–"})
+        rows.append(row(f"{PAPER_ROW} (paper)", "", "–", {n: f"{v:.1f}" for n, v in paper.items()}, "–"))
         budget = points[0]["budget_samples"]
         lines += [f"### {OP_NAMES[op]} (budget {budget:,} samples)", "", pd.DataFrame(rows).to_markdown(index=False), ""]
     lines += ["![Accuracy against training samples](lora_direct_curve.png)", "", HOW_MADE, "",
-              f"Generated by `{record['command']}` from `{record['sources']['evaluation']}`, which "
-              f"`{evaluation['command']}` made on {evaluation['device']}: the first {evaluation['per_cell']} problems "
-              f"of each test cell (N per cell above where a cell holds fewer), the protocol's LoRA-direct prompt, one "
-              f"greedy reply scored by the project's scorer (exact match). Base weights `{evaluation['base_weights']}` "
-              f"(`{evaluation['base']}`); the adapters were trained by:", ""]
-    lines += [f"- `{command}` (seed {seed}, {scheme} position ids)" for command, seed, scheme in trainings]
-    lines += ["", "One run per operator with a constant learning rate after warm-up, a snapshot at each fraction of "
-                  "its budget, so each row's adapter is the first steps of the next row's run. Each snapshot's "
-                  "weights fingerprint is in the JSON."]
+              f"Generated by `{record['command']}` from "
+              + ", ".join(f"`{path}`" for path in record["sources"]["evaluations"]) + "."]
+    for run in runs:
+        evaluation = run["evaluation"]
+        trainings = sorted({(p["train_command"], p["seed"], p["position_scheme"]) for ps in record["points"].values()
+                            for p in ps if p.get("run", "") == run["label"]})
+        lines += ["", (f"**{run['label']}.** " if several else "")
+                  + f"`{evaluation['command']}` scored its snapshots on {evaluation['device']}: the first {evaluation['per_cell']} "
+                  f"problems of each test cell (N per cell above where a cell holds fewer), the protocol's LoRA-direct "
+                  f"prompt, one greedy reply scored by the project's scorer (exact match). Base weights "
+                  f"`{evaluation['base_weights']}` (`{evaluation['base']}`); the adapters were trained by:", ""]
+        lines += [f"- `{command}` (seed {seed}, {scheme} position ids)" for command, seed, scheme in trainings]
+    lines += ["", "Each run trains one adapter per operator with a constant learning rate after warm-up and takes a "
+                  "snapshot at each fraction of its budget, so each snapshot is the first steps of its run's next one. "
+                  "Each snapshot's weights fingerprint is in the JSON."]
     if caef is not None:
         commands = sorted({cell["command"] for cell in caef["cells"].values()})
         lines += ["", f"CAEF at its full budget: `{record['sources']['caef']}`, weights `{caef['weights']}`, made by "
@@ -152,10 +200,12 @@ def curve_figure(record: dict, path: str | Path) -> None:
     columns = min(3, len(ops))
     rows = -(-len(ops) // columns)
     legend_columns = 2 if columns == 1 else 4
-    legend_height = 0.3 + 0.22 * -(-(len(LENGTH_COLORS) + 4) // legend_columns)  # inches, for the legend's rows
+    entries = len(LENGTH_COLORS) + 3 + max(1, len(record.get("runs", [])))
+    legend_height = 0.3 + 0.22 * -(-entries // legend_columns)  # inches, for the legend's rows
     fig, axes = plt.subplots(rows, columns, figsize=(5.6 * columns, 4.0 * rows + legend_height), sharey=True,
                              squeeze=False)
     shown_lengths = {}
+    styles = {run["label"]: RUN_STYLES[i % len(RUN_STYLES)] for i, run in enumerate(record.get("runs", []))}
     for ax, op in zip(axes.flat, ops):
         points = record["points"][op]
         budget = points[0]["budget_samples"]
@@ -164,12 +214,14 @@ def curve_figure(record: dict, path: str | Path) -> None:
         for i, n in enumerate(lengths):
             color = shown_lengths.setdefault(n, LENGTH_COLORS.get(n, "tab:gray"))
             shift = 1 + 0.04 * (i - (len(lengths) - 1) / 2)
-            shown = [(p["samples"], s) for p in points for c, s in p["cells"].items() if _length(c) == n]
-            # (clamped: at 0% or 100% a bound can round to a hair inside the accuracy)
-            errors = [[max(0.0, 100 * (s["accuracy"] - s["ci_low"])) for _, s in shown],
-                      [max(0.0, 100 * (s["ci_high"] - s["accuracy"])) for _, s in shown]]
-            ax.errorbar([samples * shift for samples, _ in shown], [100 * s["accuracy"] for _, s in shown],
-                        yerr=errors, marker="o", markersize=4, color=color, capsize=2)
+            for run, run_points in runs_of(points).items():
+                marker, linestyle = styles.get(run, RUN_STYLES[0])
+                shown = [(p["samples"], s) for p in run_points for c, s in p["cells"].items() if _length(c) == n]
+                # (clamped: at 0% or 100% a bound can round to a hair inside the accuracy)
+                errors = [[max(0.0, 100 * (s["accuracy"] - s["ci_low"])) for _, s in shown],
+                          [max(0.0, 100 * (s["ci_high"] - s["accuracy"])) for _, s in shown]]
+                ax.errorbar([samples * shift for samples, _ in shown], [100 * s["accuracy"] for _, s in shown],
+                            yerr=errors, marker=marker, linestyle=linestyle, markersize=4, color=color, capsize=2)
             caef = next((s for c, s in caef_cells.items() if c.partition("_")[0] == op and _length(c) == n), None)
             if caef is not None:
                 ax.axhline(100 * caef["accuracy"], color=color, linestyle="--", alpha=0.6, linewidth=1)
@@ -179,7 +231,8 @@ def curve_figure(record: dict, path: str | Path) -> None:
         ax.axvline(budget, color="gray", linestyle=":", linewidth=1)
         ax.set_xscale("log")
         # ticks at the snapshots, named by their fraction of the budget (the table has the samples)
-        ax.set_xticks([p["samples"] for p in points], [p["fraction"] for p in points], fontsize=8)
+        ticks = {p["samples"]: p["fraction"] for p in points}
+        ax.set_xticks(list(ticks), list(ticks.values()), fontsize=8)
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_title(f"{OP_NAMES[op]} (budget {budget:,} samples)")
         ax.set_xlabel("training samples (log scale), as a fraction of the budget")
@@ -190,8 +243,11 @@ def curve_figure(record: dict, path: str | Path) -> None:
     for ax in axes[:, 0]:
         ax.set_ylabel("accuracy %")
     handles = [Line2D([], [], color=color, marker="o", label=f"{n} digits") for n, color in shown_lengths.items()]
-    handles += [Line2D([], [], color="black", marker="o", label="LoRA-direct, tiny base (ours)"),
-                Line2D([], [], color="black", linestyle="--", label="CAEF at its full budget (ours)"),
+    ours = [("LoRA-direct, tiny base" + (f", {run}" if len(styles) > 1 else "") + " (ours)", style)
+            for run, style in styles.items()] or [("LoRA-direct, tiny base (ours)", RUN_STYLES[0])]
+    handles += [Line2D([], [], color="black", marker=marker, linestyle=line, label=name)
+                for name, (marker, line) in ours]
+    handles += [Line2D([], [], color="black", linestyle="--", label="CAEF at its full budget (ours)"),
                 Line2D([], [], color="black", marker="x", markeredgewidth=2, linestyle="none",
                        label="LoRA-direct, LLaMA 3.1-8B (paper)"),
                 Line2D([], [], color="gray", linestyle=":", label="budget: CAEF's executor + aligner")]
@@ -202,21 +258,22 @@ def curve_figure(record: dict, path: str | Path) -> None:
     plt.close(fig)
 
 
-def write_curve_report(evaluation_path: str | Path, out: str | Path, command: str,
+def write_curve_report(evaluation_paths: list[str | Path], out: str | Path, command: str,
                        caef_path: str | Path | None = None) -> list[Path]:
-    """lora_direct_curve.md, .json and .png in `out`, from the evaluation JSON and (if given and
-    present) the CAEF results JSON."""
-    evaluation_path = Path(evaluation_path)
-    if not evaluation_path.is_file():
-        raise FileNotFoundError(f"no curve evaluation at {evaluation_path}: `caef-bench eval-curve` writes it")
-    evaluation = json.loads(evaluation_path.read_text())
+    """lora_direct_curve.md, .json and .png in `out`, from the evaluation JSONs (a run each) and (if
+    given and present) the CAEF results JSON."""
+    evaluations = []
+    for path in map(Path, evaluation_paths):
+        if not path.is_file():
+            raise FileNotFoundError(f"no curve evaluation at {path}: `caef-bench eval-curve` writes it")
+        evaluations.append(json.loads(path.read_text()))
     caef = None
     if caef_path is not None:
         if not Path(caef_path).is_file():
             raise FileNotFoundError(f"no CAEF results at {caef_path} (`caef-bench run --suite caef` writes them)")
         caef = json.loads(Path(caef_path).read_text())
-    record = curve_record(evaluation, caef, command,
-                          {"evaluation": str(evaluation_path), "caef": str(caef_path) if caef is not None else None})
+    record = curve_record(evaluations, caef, command, {"evaluations": [str(path) for path in evaluation_paths],
+                                                       "caef": str(caef_path) if caef is not None else None})
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / name for name in FILES]

@@ -25,7 +25,7 @@ def _kind(document: dict) -> str:
         return "table1"
     if "systems" in document and "onestep_per_cell" in document:
         return "failure_analysis"
-    if "points" in document and "evaluation" in document:
+    if "points" in document and "runs" in document:
         return "lora_direct_curve"
     if "arms" in document and "cell" in document:
         return "direct_capacity"

@@ -106,8 +106,12 @@ def test_a_previous_reports_caef_numbers_stand_beside_the_new_weights_and_the_ch
     assert "30/40" in change and "0/50" in change and "these weights (`abc`)" in change
     markdown = failure_markdown(merged)
     assert "caef-tiny @old: error" in markdown and "Beside them, `caef-tiny @old`" in markdown
-    # the same weights, or a report of no weights, carry nothing
-    assert with_previous(new, {**old, "weights": "abc"}, "x") is new
+    # a report of no weights carries nothing; a rerun of the same weights keeps what that report had carried
+    assert with_previous(new, {**old, "weights": None}, "x") is new
+    assert with_previous(new, {**new, "command": "an earlier run"}, "x") is new
+    rerun = with_previous(new, merged, "results/failure_analysis.json")
+    assert list(rerun["systems"]) == ["caef-tiny", "caef-tiny @old", "gpt-4o"]
+    assert rerun["systems"]["caef-tiny @old"] == merged["systems"]["caef-tiny @old"]
 
 
 def test_single_cells_worse_than_their_control_are_counted_and_named():

@@ -77,7 +77,8 @@ ASSEMBLE_S = 150  # seconds kept after the last round: merge the shards, assembl
 # The committed results' commands (results/*.json "command"), at the paper's N. --assemble runs them.
 RESULTS_COMMANDS = (
     ["run", "--suite", "caef", "--limit", "1000", "--device", "cpu", "--out", "results"],
-    ["run", "--suite", "repeated", "--limits", "caef-tiny=200,lora-direct-tiny=4,smollm2-135m-instruct=1",
+    ["run", "--suite", "repeated", "--systems", "caef-tiny,lora-direct-tiny,lora-direct-tiny-protocol,smollm2-135m-instruct",
+     "--limits", "caef-tiny=200,lora-direct-tiny=4,lora-direct-tiny-protocol=50,smollm2-135m-instruct=1",
      "--cells-of", "lora-direct-tiny=rep_*_10_*", "--cells-of", "smollm2-135m-instruct=rep_*_10_*",
      "--onestep-per-cell", "4", "--out", "results", "--device", "cpu"],  # + --previous (the report before)
     ["run", "--suite", "table1", "--out", "results", "--limits", "caef-tiny=1000"],

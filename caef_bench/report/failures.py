@@ -91,18 +91,25 @@ def _is_caef(system: dict) -> bool:
 def with_previous(results: dict, previous: dict, source: str) -> dict:
     """`results` with a previous report's CAEF systems beside its own, each named `<name> @<weights>`, so
     that every table and finding shows the weights before and after a change side by side. Only systems
-    the previous report ran itself are carried (not what it carried in turn); nothing is carried where
-    the weights are the same."""
-    if previous.get("weights") in (None, results.get("weights")):
+    the previous report ran itself are carried (not what it carried in turn). A previous report of these
+    same weights (a rerun that adds a system or problems) carries nothing of its own, but what it had
+    carried from earlier weights stays beside them as it was, naming the report it came from."""
+    if previous.get("weights") is None:
         return results
-    carried = {}
-    for name, system in previous.get("systems", {}).items():
-        if system.get("kind") != "caef" or "cells" not in system:
-            continue
-        carried[f"{name} @{previous['weights']}"] = {
-            **system, "kind": PREVIOUS_KIND, "weights": previous["weights"],
-            "position_scheme": previous.get("position_scheme"), "from_report": source,
-            "from_command": previous.get("command")}
+    if previous["weights"] == results.get("weights"):
+        carried = {name: system for name, system in previous.get("systems", {}).items()
+                   if system.get("kind") == PREVIOUS_KIND}
+        if not carried:
+            return results
+    else:
+        carried = {}
+        for name, system in previous.get("systems", {}).items():
+            if system.get("kind") != "caef" or "cells" not in system:
+                continue
+            carried[f"{name} @{previous['weights']}"] = {
+                **system, "kind": PREVIOUS_KIND, "weights": previous["weights"],
+                "position_scheme": previous.get("position_scheme"), "from_report": source,
+                "from_command": previous.get("command")}
     systems = {}
     for name, system in results["systems"].items():  # each carried system right after the one it stands for
         systems[name] = system
@@ -272,7 +279,7 @@ def opening(results: dict) -> str:
     if baselines:
         most_wrong = all(wrong for _, wrong in baselines)  # (a baseline that learnt the task is not called so)
         sentences.append(("The baselines answer most problems wrong either way (repeated digits against controls, "
-                          "at their small N): " if most_wrong else
+                          "each at its own N): " if most_wrong else
                           "The baselines, repeated digits against controls, each at its own N: ")
                          + "; ".join(text for text, _ in baselines) + ".")
     onestep = results.get("onestep") or {}

@@ -146,11 +146,13 @@ def curve_markdown(record: dict) -> str:
     for op, points in record["points"].items():
         lengths = list(dict.fromkeys(_length(cell) for p in points for cell in p["cells"]))
 
-        def row(name: str, run: str, of_budget: str, cells: dict[str, str], n: str) -> dict:
-            return {**({"run": run} if several else {}), "samples": name, "of budget": of_budget,
+        def row(system: str, samples: str, of_budget: str, cells: dict[str, str], n: str) -> dict:
+            # with several runs the first column names the run (or the system), the second its samples
+            first = {"run": system, "samples": samples} if several else {"samples": samples or system}
+            return {**first, "of budget": of_budget,
                     **{f"{length} digits": cells.get(length, "–") for length in lengths}, "N": n}
 
-        rows = [row(f"{p['samples']:,}", p.get("run", ""), f"{100 * p['fraction_of_budget']:.1f}%",
+        rows = [row(p.get("run", ""), f"{p['samples']:,}", f"{100 * p['fraction_of_budget']:.1f}%",
                     {_length(c): _interval(s) for c, s in p["cells"].items()},
                     "/".join(str(n) for n in sorted({s["n"] for s in p["cells"].values()}))) for p in points]
         if caef is not None:

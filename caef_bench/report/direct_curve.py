@@ -202,12 +202,12 @@ def curve_figure(record: dict, path: str | Path) -> None:
     columns = min(3, len(ops))
     rows = -(-len(ops) // columns)
     legend_columns = 2 if columns == 1 else 4
-    entries = len(LENGTH_COLORS) + 3 + max(1, len(record.get("runs", [])))
+    entries = len(LENGTH_COLORS) + 3 + len(record["runs"])
     legend_height = 0.3 + 0.22 * -(-entries // legend_columns)  # inches, for the legend's rows
     fig, axes = plt.subplots(rows, columns, figsize=(5.6 * columns, 4.0 * rows + legend_height), sharey=True,
                              squeeze=False)
     shown_lengths = {}
-    styles = {run["label"]: RUN_STYLES[i % len(RUN_STYLES)] for i, run in enumerate(record.get("runs", []))}
+    styles = {run["label"]: RUN_STYLES[i % len(RUN_STYLES)] for i, run in enumerate(record["runs"])}
     for ax, op in zip(axes.flat, ops):
         points = record["points"][op]
         budget = points[0]["budget_samples"]
@@ -217,7 +217,7 @@ def curve_figure(record: dict, path: str | Path) -> None:
             color = shown_lengths.setdefault(n, LENGTH_COLORS.get(n, "tab:gray"))
             shift = 1 + 0.04 * (i - (len(lengths) - 1) / 2)
             for run, run_points in runs_of(points).items():
-                marker, linestyle = styles.get(run, RUN_STYLES[0])
+                marker, linestyle = styles[run]
                 shown = [(p["samples"], s) for p in run_points for c, s in p["cells"].items() if _length(c) == n]
                 # (clamped: at 0% or 100% a bound can round to a hair inside the accuracy)
                 errors = [[max(0.0, 100 * (s["accuracy"] - s["ci_low"])) for _, s in shown],
@@ -246,7 +246,7 @@ def curve_figure(record: dict, path: str | Path) -> None:
         ax.set_ylabel("accuracy %")
     handles = [Line2D([], [], color=color, marker="o", label=f"{n} digits") for n, color in shown_lengths.items()]
     ours = [("LoRA-direct, tiny base" + (f", {run}" if len(styles) > 1 else "") + " (ours)", style)
-            for run, style in styles.items()] or [("LoRA-direct, tiny base (ours)", RUN_STYLES[0])]
+            for run, style in styles.items()]
     handles += [Line2D([], [], color="black", marker=marker, linestyle=line, label=name)
                 for name, (marker, line) in ours]
     handles += [Line2D([], [], color="black", linestyle="--", label="CAEF at its full budget (ours)"),

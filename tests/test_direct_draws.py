@@ -56,6 +56,8 @@ def test_draws_are_a_function_of_seed_and_step_and_one_length_can_be_asked():
     assert DirectSource("add", "protocol", 0).batch(7, 16) != DirectSource("add", "protocol", 1).batch(7, 16)
     five = DirectSource("add", "protocol:5", 0).batch(0, 200)
     assert {(len(a), len(b)) for a, b in _operands(five)} == {(5, 5)}
+    short = DirectSource("add", "protocol", 0, max_len=10)
+    assert max(len(a) for a, _ in _operands(short.batch(0, 400))) == 10 and short.fingerprint.endswith(":max_len=10")
     for bad in ("protocol:0", "protocol:101", "uniform", "protocol:x"):
         with pytest.raises(ValueError, match="unknown direct draw"):
             DirectDraw(bad)

@@ -27,6 +27,9 @@ def register(commands) -> None:
     curve.add_argument("--batch", type=int, help="override the batch (default the plan's 128; budgets are samples)")
     curve.add_argument("--lr", type=float, help="override the plan's learning rate (constant after warm-up)")
     curve.add_argument("--stage2-steps", type=int, help="override the budget: this many steps of --batch (tests)")
+    curve.add_argument("--max-len", type=int,
+                       help="operands of 1..N digits (default 100; the draw's rule cut at N, a diagnostic: the "
+                            "manifest's data fingerprint records it)")
     curve.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",
                        help="as for train (default auto: bf16 on a GPU and on a CPU with native bf16)")
     curve.add_argument("--micro-batch-tokens", type=int,

@@ -1,0 +1,86 @@
+"""How far a LoRA-direct adapter is from answering, below exact match: per operand length, the share of
+problems right, of answer digits right, and of replies of the answer's length.
+
+    python benchmarks/diagnosis/direct_by_length.py --adapters checkpoints/tiny-direct-protocol --op add \
+        [--lengths 1,2,3,5,10] [--n 50] [--seed 12345] [--base FOLDER] [--json FILE]
+
+--adapters is a folder with direct/<op>/ in it: a system's checkpoints or one snapshot of a learning curve
+(work/direct_curve/frac_1_16). For each length, n problems drawn as a Table 1 cell draws its own
+(data.testsets.protocol_pair, from --seed; at 1-3 digits every problem is also a training problem, so
+these lengths read what the adapter has memorised as much as what it computes), asked with the
+protocol's LoRA-direct prompt and scored by the benchmark's rule (evaluate.scoring.score).
+
+Why: an exact-match curve at 0% cannot tell a model on its way from one that is stuck. A digit is
+right when it equals the answer's digit at the same place counted from the units, so a reply of the
+right length with one wrong digit scores all but one; a guess of the right length gets about a tenth
+of the digits (the leading one more). The learning curve (eval-curve) stays exact match, the paper's
+measure; this only reads an adapter, it writes nothing but --json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from pathlib import Path
+
+
+def digits_right(reply: str, answer: str) -> int:
+    """Digits of `answer` the reply has at the same place counted from the units."""
+    return sum(1 for r, a in zip(reversed(reply), reversed(answer)) if r == a)
+
+
+def measure(direct, op: str, length: int, n: int, rng: random.Random) -> dict:
+    from caef_bench.data.direct import direct_prompt
+    from caef_bench.data.testsets import protocol_pair, render_expr, solve
+    from caef_bench.evaluate.scoring import extract_answer, score
+
+    problems = []
+    for _ in range(n):
+        a, b = protocol_pair(op, length, rng)
+        problems.append((render_expr(op, a, b), solve(op, a, b)))
+    prompts = [direct_prompt(expr, op) for expr, _ in problems]
+    replies = direct.replies(op, prompts, [direct.answer_limit(op, answer) for _, answer in problems])
+    answers = [extract_answer(reply, op, "direct") or "" for reply in replies]
+    digits = sum(len(answer) for _, answer in problems)
+    return {"op": op, "length": length, "n": n,
+            "exact": sum(score(reply, answer, op, "direct") for reply, (_, answer) in zip(replies, problems)) / n,
+            "digits_right": sum(digits_right(got, answer) for got, (_, answer) in zip(answers, problems)) / digits,
+            "length_right": sum(len(got) == len(answer) for got, (_, answer) in zip(answers, problems)) / n,
+            "example": {"expr": problems[0][0], "answer": problems[0][1], "reply": replies[0]}}
+
+
+def main(argv: list[str] | None = None) -> None:
+    from tabulate import tabulate
+
+    from caef_bench.evaluate.direct import attach_direct
+    from caef_bench.models.loading import get_tier, load_base
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--adapters", required=True, help="a folder with direct/<op>/ in it")
+    parser.add_argument("--op", default="add", choices=("add", "sub", "gt", "lt", "eq"))
+    parser.add_argument("--lengths", default="1,2,3,5,10")
+    parser.add_argument("--n", type=int, default=50)
+    parser.add_argument("--seed", type=int, default=12345)
+    parser.add_argument("--tier", default="tiny")
+    parser.add_argument("--base", help="the base the adapters were trained on (default: the tier's)")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+
+    tier = get_tier(args.tier, adapters=args.adapters, **({"base": args.base} if args.base else {}))
+    model, tokenizer = load_base(tier, args.device)
+    direct = attach_direct(model, tokenizer, args.adapters, tier.position_scheme, [args.op])
+    rng = random.Random(args.seed)
+    rows = [measure(direct, args.op, int(length), args.n, rng) for length in args.lengths.split(",")]
+    print(tabulate([{"digits": r["length"], "exact": f"{r['exact']:.0%}", "digits right": f"{r['digits_right']:.0%}",
+                     "length right": f"{r['length_right']:.0%}",
+                     "e.g.": f"{r['example']['expr']} -> {r['example']['reply']!r} ({r['example']['answer']})"}
+                    for r in rows], headers="keys", tablefmt="github"))
+    if args.json:
+        args.json.write_text(json.dumps({"adapters": args.adapters, "op": args.op, "seed": args.seed,
+                                         "rows": rows}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,38 @@
+"""benchmarks/diagnosis/direct_by_length.py: a direct adapter read below exact match, length by length."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+from caef_bench.train.curve import parse_fractions, train_curve
+from caef_bench.train.recipe import TrainRequest
+from micro_model import micro_tiny_base  # noqa: F401  (pytest fixture)
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("direct_by_length", ROOT / "benchmarks/diagnosis/direct_by_length.py")
+BY_LENGTH = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(BY_LENGTH)
+
+
+def test_a_digit_is_right_at_its_place_counted_from_the_units():
+    assert BY_LENGTH.digits_right("73269", "73269") == 5
+    assert BY_LENGTH.digits_right("73268", "73269") == 4
+    assert BY_LENGTH.digits_right("3269", "73269") == 4  # a digit short at the top
+    assert BY_LENGTH.digits_right("173269", "73269") == 5  # one too many at the top
+    assert BY_LENGTH.digits_right("732690", "73269") == 0  # shifted: no digit at its place
+    assert BY_LENGTH.digits_right("", "8") == 0
+
+
+def test_each_length_is_asked_problems_of_that_length_and_scored(tmp_path, micro_tiny_base):
+    request = TrainRequest(preset="tiny", out=tmp_path / "curve", base=str(micro_tiny_base), executors=(),
+                           aligners=(), direct=("add",), progress=False, command="(test)",
+                           overrides={"stage2_steps": 2, "stage2_batch": 2, "max_len": 6})
+    train_curve(request, parse_fractions("1"))
+    out = tmp_path / "by_length.json"
+    BY_LENGTH.main(["--adapters", str(tmp_path / "curve" / "frac_1"), "--op", "add", "--lengths", "1,3",
+                    "--n", "4", "--base", str(micro_tiny_base), "--json", str(out)])
+    rows = json.loads(out.read_text())["rows"]
+    assert [(row["length"], row["n"]) for row in rows] == [(1, 4), (3, 4)]
+    a, b = rows[1]["example"]["expr"].rstrip("=").split("+")
+    assert len(a) == len(b) == 3 and rows[1]["example"]["answer"] == str(int(a) + int(b))
+    assert all(0 <= row[key] <= 1 for row in rows for key in ("exact", "digits_right", "length_right"))

@@ -203,7 +203,7 @@ def test_the_direct_call_brings_back_its_runs_so_a_call_on_another_machine_goes_
     for name, data in files.items():
         (run / "curve" / name).parent.mkdir(parents=True, exist_ok=True)
         (run / "curve" / name).write_bytes(data)
-    DIRECT_ADAPTERS.pack(run)
+    assert DIRECT_ADAPTERS.main(["--out", str(run), "--pack-only"]) == 0  # what a CPU run is packed with
     later = tmp_path / "later"
     DIRECT_ADAPTERS.unpack(later, [str(run / "curve.tgz"), str(run / "resume.tgz")])
     assert {name: (later / "curve" / name).read_bytes() for name in files} == files

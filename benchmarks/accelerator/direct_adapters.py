@@ -8,6 +8,7 @@ eval-curve`), then the report.
         [--ops add,sub,mul,div,gt,lt,eq] [--per-cell 100] [--resume resume.tgz]
         [-- extra train-curve flags, e.g. --adapter full]
     python benchmarks/accelerator/direct_adapters.py --out work/direct_smoke --device cpu --smoke
+    python benchmarks/accelerator/direct_adapters.py --out work/direct_cpu_b32 --pack-only   # a CPU run, to go on
 
 Sizing (issue 61): a direct sample is ~250 tokens under the protocol's draws (data.direct.LENGTH_RULE),
 budgets are 187k (div) to 687k (add) samples, 3.3M in all: ~0.8G tokens. The earlier curve trained
@@ -19,7 +20,9 @@ What comes back under DIR: curve.tgz (every snapshot frac_*/direct/<op>/, no opt
 resume.tgz (each run's checkpoint, optimizer state included: ~2 MB an operator), evaluation.json,
 lora_direct_curve.{md,json,png} and logs/. A call on another machine (a later session's: each starts
 bare) goes on where this one stopped with `--resume` naming the two archives it carries, curve.tgz's
-snapshots and resume.tgz's runs unpacked into DIR/curve first.
+snapshots and resume.tgz's runs unpacked into DIR/curve first. A run made elsewhere goes on the same way:
+`--pack-only` packs its folder, and the call passes the run's own train-curve flags after `--` (a checkpoint
+is continued only under the plan that started it: the same batch and rate), e.g. `-- --batch 32`.
 """
 
 from __future__ import annotations
@@ -125,9 +128,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="a CPU try of every step: 4 steps of 4 samples")
     parser.add_argument("--resume", action="append", default=[], metavar="ARCHIVE",
                         help="an earlier call's curve.tgz or resume.tgz, unpacked first (twice for both)")
+    parser.add_argument("--pack-only", action="store_true",
+                        help="only pack OUT's curve into OUT/curve.tgz and OUT/resume.tgz (a run made elsewhere, "
+                             "e.g. on a CPU, for a call to go on with: its train-curve flags go after --)")
     parser.add_argument("extra", nargs="*", help="after --: more train-curve flags (e.g. --adapter full)")
     args = parser.parse_args(argv)
     run, ops = Path(args.out), args.ops.split(",")
+    if args.pack_only:
+        print(f"packed {pack(run)} and {run / 'resume.tgz'}")
+        return 0
     run.mkdir(parents=True, exist_ok=True)
     unpack(run, args.resume)
     started = time.perf_counter()

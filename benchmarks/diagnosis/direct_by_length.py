@@ -6,8 +6,8 @@ problems right, of answer digits right, and of replies of the answer's length.
 
 --adapters is a folder with direct/<op>/ in it: a system's checkpoints or one snapshot of a learning curve
 (work/direct_curve/frac_1_16). For each length, n problems drawn as a Table 1 cell draws its own
-(data.testsets.protocol_pair, from --seed; at 1-3 digits every problem is also a training problem, so
-these lengths read what the adapter has memorised as much as what it computes), asked with the
+(data.testsets.protocol_pair, from --seed; the 100 one-digit sums are all training problems, drawn many
+times over, so that length reads what the adapter has memorised as much as what it computes), asked with the
 protocol's LoRA-direct prompt and scored by the benchmark's rule (evaluate.scoring.score).
 
 Why: an exact-match curve at 0% cannot tell a model on its way from one that is stuck. A digit is

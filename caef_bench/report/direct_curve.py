@@ -235,12 +235,12 @@ def curve_figure(record: dict, path: str | Path) -> None:
         # ticks at the snapshots, named by their fraction of the budget (the table has the samples): one
         # tick a fraction (two runs' snapshots at one fraction differ by a few samples), slanted where
         # snapshots lie close together (1/16, 5/64, 3/32 are a fifth apart on a scale of a hundredfold)
-        ticks = {}
+        tick_at = {}  # fraction -> the fewest samples any run took it at
         for p in sorted(points, key=lambda p: p["samples"]):
-            if p["fraction"] not in ticks.values():
-                ticks[p["samples"]] = p["fraction"]
-        crowded = any(b / a < 1.4 for a, b in zip(list(ticks), list(ticks)[1:]))
-        ax.set_xticks(list(ticks), list(ticks.values()), fontsize=8, rotation=45 if crowded else 0,
+            tick_at.setdefault(p["fraction"], p["samples"])
+        positions = list(tick_at.values())
+        crowded = any(b / a < 1.4 for a, b in zip(positions, positions[1:]))
+        ax.set_xticks(positions, list(tick_at), fontsize=8, rotation=45 if crowded else 0,
                       ha="right" if crowded else "center")
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_title(f"{OP_NAMES[op]} (budget {budget:,} samples)")

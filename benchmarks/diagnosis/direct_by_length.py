@@ -31,7 +31,6 @@ def digits_right(reply: str, answer: str) -> int:
 
 
 def measure(direct, op: str, length: int, n: int, rng: random.Random) -> dict:
-    from caef_bench.data.direct import direct_prompt
     from caef_bench.data.testsets import protocol_pair, render_expr, solve
     from caef_bench.evaluate.scoring import extract_answer, score
 
@@ -39,8 +38,7 @@ def measure(direct, op: str, length: int, n: int, rng: random.Random) -> dict:
     for _ in range(n):
         a, b = protocol_pair(op, length, rng)
         problems.append((render_expr(op, a, b), solve(op, a, b)))
-    prompts = [direct_prompt(expr, op) for expr, _ in problems]
-    replies = direct.replies(op, prompts, [direct.answer_limit(op, answer) for _, answer in problems])
+    replies = direct.ask(op, [expr for expr, _ in problems], [answer for _, answer in problems])
     answers = [extract_answer(reply, op, "direct") or "" for reply in replies]
     digits = sum(len(answer) for _, answer in problems)
     return {"op": op, "length": length, "n": n,

@@ -53,6 +53,14 @@ class DirectModel:
         texts = greedy_texts(model, self.codecs[op], prompts, max_new_tokens, batch_size)
         return [text.split(stop)[0] if stop else text for text in texts]
 
+    def ask(self, op: str, exprs: list[str], answers: list[str], batch_size: int = 32) -> list[str]:
+        """op's replies to problems (`45+67=` and its answer `112`) asked with the protocol's LoRA-direct
+        prompt, each decoded only as far as its answer could still be right (answer_limit)."""
+        from caef_bench.data.direct import direct_prompt
+
+        limits = [self.answer_limit(op, answer) for answer in answers]
+        return self.replies(op, [direct_prompt(expr, op) for expr in exprs], limits, batch_size)
+
     def answer_limit(self, op: str, answer: str) -> int:
         """Tokens to decode for a problem whose answer is `answer` (see ANSWER_SLACK)."""
         return len(self.codecs[op].completion_ids(answer)) - 1 + ANSWER_SLACK  # (less the </s>)

@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from caef_bench.data.direct import direct_prompt
 from caef_bench.data.testsets import load_cell, table1_cells
 from caef_bench.evaluate.scoring import accuracy, score
 
@@ -58,8 +57,7 @@ def evaluate_cell(direct, op: str, cell: str, per_cell: int, batch_size: int) ->
     """Accuracy (Wilson interval) of op's loaded direct adapter on the first `per_cell` problems of `cell`."""
     problems = load_cell(cell)[:per_cell]
     started = time.perf_counter()
-    limits = [direct.answer_limit(op, p["answer"]) for p in problems]
-    replies = direct.replies(op, [direct_prompt(p["expr"], op) for p in problems], limits, batch_size)
+    replies = direct.ask(op, [p["expr"] for p in problems], [p["answer"] for p in problems], batch_size)
     verdicts = [score(reply, p["answer"], op, "direct") for reply, p in zip(replies, problems)]
     result = accuracy({"correct": v} for v in verdicts)
     result["examples"] = [{"expr": p["expr"], "answer": p["answer"], "reply": reply}

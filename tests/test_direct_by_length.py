@@ -36,3 +36,21 @@ def test_each_length_is_asked_problems_of_that_length_and_scored(tmp_path, micro
     a, b = rows[1]["example"]["expr"].rstrip("=").split("+")
     assert len(a) == len(b) == 3 and rows[1]["example"]["answer"] == str(int(a) + int(b))
     assert all(0 <= row[key] <= 1 for row in rows for key in ("exact", "digits_right", "length_right"))
+
+
+def test_saved_readings_print_as_one_table_with_how_far_each_run_was_trained(tmp_path, micro_tiny_base, capsys):
+    request = TrainRequest(preset="tiny", out=tmp_path / "curve", base=str(micro_tiny_base), executors=(),
+                           aligners=(), direct=("add",), progress=False, command="(test)",
+                           overrides={"stage2_steps": 3, "stage2_batch": 2, "max_len": 6})
+    train_curve(request, parse_fractions("1"))
+    saved = tmp_path / "reading.json"
+    BY_LENGTH.main(["--adapters", str(tmp_path / "curve" / "frac_1"), "--op", "add", "--lengths", "1,5",
+                    "--n", "2", "--base", str(micro_tiny_base), "--label", "micro run", "--json", str(saved)])
+    assert json.loads(saved.read_text())["trained"] == {"steps": 3, "samples": 6}
+    capsys.readouterr()
+    BY_LENGTH.main(["--table", str(saved)])
+    header, _, row = capsys.readouterr().out.splitlines()
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells[:4] == ["micro run", "add", "3", "6"]
+    assert "exact, 2 digits" in header and cells[5] == "–"  # a length not measured is shown as such
+    assert "length right at 5" in header

@@ -2,7 +2,8 @@
 problems right, of answer digits right, and of replies of the answer's length.
 
     python benchmarks/diagnosis/direct_by_length.py --adapters checkpoints/tiny-direct-protocol --op add \
-        [--lengths 1,2,3,5,10] [--n 50] [--seed 12345] [--base FOLDER] [--json FILE]
+        [--lengths 1,2,3,5,10] [--n 50] [--seed 12345] [--base FOLDER] [--label TEXT] [--json FILE]
+    python benchmarks/diagnosis/direct_by_length.py --table FILE.json [FILE.json ...]
 
 --adapters is a folder with direct/<op>/ in it: a system's checkpoints or one snapshot of a learning curve
 (work/direct_curve/frac_1_16). For each length, n problems drawn as a Table 1 cell draws its own
@@ -14,7 +15,8 @@ Why: an exact-match curve at 0% cannot tell a model on its way from one that is 
 right when it equals the answer's digit at the same place counted from the units, so a reply of the
 right length with one wrong digit scores all but one; a guess of the right length gets about a tenth
 of the digits (the leading one more). The learning curve (eval-curve) stays exact match, the paper's
-measure; this only reads an adapter, it writes nothing but --json.
+measure; this only reads an adapter, it writes nothing but --json. --table prints saved readings as one
+table (a row each, in the order given: the table in docs/lora-direct.md).
 """
 
 from __future__ import annotations
@@ -48,14 +50,44 @@ def measure(direct, op: str, length: int, n: int, rng: random.Random) -> dict:
             "example": {"expr": problems[0][0], "answer": problems[0][1], "reply": replies[0]}}
 
 
+TABLE_LENGTHS = (1, 2, 3, 5)  # exact match shown at these lengths; digits and length right at 5
+LONG = 5
+
+
+def trained(adapters: str | Path, op: str) -> dict:
+    """Steps and samples the adapter was trained for, from its manifest (empty where it has none)."""
+    manifest = Path(adapters, "direct", op, "manifest.json")
+    if not manifest.exists():
+        return {}
+    record = json.loads(manifest.read_text())
+    return {"steps": record["stages"]["stage2"]["steps"], "samples": record["samples"]}
+
+
+def table(readings: list[Path]) -> str:
+    """Saved readings (--json), a row each: the run, how far it was trained, and what it answers."""
+    from tabulate import tabulate
+
+    rows = []
+    for path in readings:
+        reading = json.loads(path.read_text())
+        by_length = {row["length"]: row for row in reading["rows"]}
+        so_far = reading.get("trained") or trained(reading["adapters"], reading["op"])
+        rows.append({"run": reading.get("label") or reading["adapters"], "op": reading["op"],
+                     "steps": so_far.get("steps", "?"), "samples": f"{so_far['samples']:,}" if so_far else "?",
+                     **{f"exact, {n} digit{'s' * (n > 1)}": f"{by_length[n]['exact']:.0%}" if n in by_length else "–"
+                        for n in TABLE_LENGTHS},
+                     **({f"digits right at {LONG}": f"{by_length[LONG]['digits_right']:.0%}",
+                         f"length right at {LONG}": f"{by_length[LONG]['length_right']:.0%}"} if LONG in by_length else {})})
+    return tabulate(rows, headers="keys", tablefmt="github")
+
+
 def main(argv: list[str] | None = None) -> None:
     from tabulate import tabulate
 
-    from caef_bench.evaluate.direct import attach_direct
-    from caef_bench.models.loading import get_tier, load_base
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--adapters", required=True, help="a folder with direct/<op>/ in it")
+    parser.add_argument("--table", nargs="+", type=Path, metavar="FILE.json",
+                        help="print saved readings (--json) as one table instead of measuring")
+    parser.add_argument("--adapters", help="a folder with direct/<op>/ in it")
     parser.add_argument("--op", default="add", choices=("add", "sub", "gt", "lt", "eq"))
     parser.add_argument("--lengths", default="1,2,3,5,10")
     parser.add_argument("--n", type=int, default=50)
@@ -63,8 +95,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tier", default="tiny")
     parser.add_argument("--base", help="the base the adapters were trained on (default: the tier's)")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--label", help="the run's name in --table (default: the --adapters folder)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
+    if args.table:
+        print(table(args.table))
+        return
+    if not args.adapters:
+        parser.error("--adapters is required (or --table to print saved readings)")
+
+    from caef_bench.evaluate.direct import attach_direct
+    from caef_bench.models.loading import get_tier, load_base
 
     tier = get_tier(args.tier, adapters=args.adapters, **({"base": args.base} if args.base else {}))
     model, tokenizer = load_base(tier, args.device)
@@ -76,7 +117,8 @@ def main(argv: list[str] | None = None) -> None:
                      "e.g.": f"{r['example']['expr']} -> {r['example']['reply']!r} ({r['example']['answer']})"}
                     for r in rows], headers="keys", tablefmt="github"))
     if args.json:
-        args.json.write_text(json.dumps({"adapters": args.adapters, "op": args.op, "seed": args.seed,
+        args.json.write_text(json.dumps({"adapters": args.adapters, "label": args.label, "op": args.op,
+                                         "trained": trained(args.adapters, args.op), "seed": args.seed,
                                          "rows": rows}, indent=1) + "\n")
 
 

@@ -170,9 +170,11 @@ def test_the_curve_evaluation_scores_every_snapshot_and_measures_only_what_it_la
     measured = []
     real = direct_curve.evaluate_cell
     monkeypatch.setattr(direct_curve, "evaluate_cell", lambda *a: measured.append(a[2]) or real(*a))
-    direct_curve.evaluate_curve(curve, out, per_cell=3, cells=["add_5", "add_10", "add_100"], batch_size=2,
-                                progress=lambda line: None)
+    record = direct_curve.evaluate_curve(curve, out, per_cell=3, cells=["add_5", "add_10", "add_100"], batch_size=2,
+                                         command="eval (add_10)", progress=lambda line: None)
     assert measured == ["add_10", "add_10"]  # one new cell per snapshot; the rest kept
+    # the point names both commands that scored it, though the record's command is the last one
+    assert record["points"]["add/frac_1"]["scored_by"] == ["eval (test)", "eval (add_10)"]
     measured.clear()
     direct_curve.evaluate_curve(curve, out, per_cell=4, cells=["add_5"], progress=lambda line: None)
     assert measured == ["add_5", "add_5"]  # another N: measured again
@@ -181,6 +183,7 @@ def test_the_curve_evaluation_scores_every_snapshot_and_measures_only_what_it_la
                                         command="eval (nothing new)", progress=lambda line: None)
     assert measured == [] and again["device"] == "cpu"  # nothing measured: the cells' own command and device stay
     assert again["command"] != "eval (nothing new)" and again["points"]["add/frac_1"]["batch"] == 4
+    assert "eval (nothing new)" not in again["points"]["add/frac_1"]["scored_by"]
 
     with pytest.raises(ValueError, match="not the one the snapshots were trained on"):
         other = tmp_path / "other_base"
@@ -265,6 +268,7 @@ def test_a_second_run_of_the_same_budgets_is_shown_beside_the_first_named_by_its
     row = next(line for line in markdown.splitlines() if "21,856" in line)
     assert row.split("|")[1].strip() == "batch 32, CPU" and "42.0 [32.8, 51.8]" in row
     assert "**batch 32, CPU.**" in markdown and "`caef-bench t --batch 32` (seed 0" in markdown
+    assert "`caef-bench eval-curve` scored its snapshots" in markdown  # points that do not say who scored them
     findings = curve_findings(record)
     assert "0% at 1/16 of its budget (batch 128, NVIDIA H200; its only snapshot)" in findings
     assert "0% at 1/64 of its budget and 0-42% at 3/64 (batch 32, CPU)" in findings
@@ -273,6 +277,25 @@ def test_a_second_run_of_the_same_budgets_is_shown_beside_the_first_named_by_its
     other_base.write_text(json.dumps(_evaluation(base_weights="0ther")))
     with pytest.raises(ValueError, match="different bases"):
         write_curve_report([first, other_base], tmp_path / "out", "cmd")
+
+    by_op = _evaluation(snapshots=(("frac_1_64", 7_296, 0),), batch=32)  # the CPU run's add and sub scored apart
+    sub = {**by_op["points"]["add/frac_1_64"], "op": "sub", "scored_by": ["caef-bench eval-curve --ops sub"]}
+    by_op["points"]["add/frac_1_64"]["scored_by"] = ["caef-bench eval-curve --ops add"]
+    by_op["points"]["sub/frac_1_64"] = sub
+    second.write_text(json.dumps(by_op))
+    markdown = write_curve_report([first, second], tmp_path / "out", "caef-bench report-curve")[0].read_text()
+    assert "`caef-bench eval-curve --ops add` and `caef-bench eval-curve --ops sub` scored its snapshots" in markdown
+
+
+def test_snapshots_too_close_for_their_labels_slant_them_and_leave_a_tick_unnamed():
+    from caef_bench.report.direct_curve import snapshot_ticks
+
+    apart = {"1/16": 43_008, "1/8": 86_016, "1/4": 172_032}
+    assert snapshot_ticks(apart) == (list(apart.values()), ["1/16", "1/8", "1/4"], False)
+    close = {"1/16": 42_944, "5/64": 53_664, "3/32": 64_384, "1/8": 85_856, "9/64": 96_576, "5/32": 107_328}
+    positions, labels, crowded = snapshot_ticks(close)
+    assert crowded and positions == list(close.values())
+    assert labels == ["1/16", "5/64", "3/32", "1/8", "", "5/32"]  # 9/64 lies an eighth past 1/8: its tick stays unnamed
 
 
 def test_the_findings_name_the_first_and_last_snapshot_or_say_there_was_one():

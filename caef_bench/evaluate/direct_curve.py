@@ -91,8 +91,8 @@ def evaluate_curve(curve: Path, out: Path, per_cell: int = 100, ops: list[str] |
                    base: str | Path | None = None, command: str = "", tier: str = "tiny",
                    progress: Callable[[str], None] = print) -> dict:
     """Every snapshot under `curve` on its operator's cells (`cells_of`), `per_cell` problems each;
-    the record ({command, per_cell, base_weights, device, points}) is written to `out` after every
-    cell. `base`: the folder of the base the snapshots were trained on (default: what their manifests
+    the record ({command, per_cell, base_weights, device, points}, each point naming the commands that
+    scored it) is written to `out` after every cell. `base`: the folder of the base the snapshots were trained on (default: what their manifests
     record, which must match their recorded fingerprint)."""
     from caef_bench.evaluate.direct import attach_direct, direct_fingerprints
     from caef_bench.models.loading import get_tier, load_base
@@ -120,6 +120,7 @@ def evaluate_curve(curve: Path, out: Path, per_cell: int = 100, ops: list[str] |
             if earlier_point is not None and earlier_point["adapter"] == fingerprint:
                 point["cells"] = {cell: result for cell, result in earlier_point["cells"].items()
                                   if result["n"] == min(per_cell, len(load_cell(cell)))}
+                point["scored_by"] = earlier_point.get("scored_by") or [earlier.get("command", "")]
             record["points"][point_key(snapshot)] = point
             missing = [cell for cell in cells_of(snapshot["op"], cells) if cell not in point["cells"]]
             if missing:
@@ -135,6 +136,9 @@ def evaluate_curve(curve: Path, out: Path, per_cell: int = 100, ops: list[str] |
                 for cell in missing:
                     point["cells"][cell] = evaluate_cell(direct, op, cell, per_cell, batch_size)
                     measured = True
+                    # the commands that measured its cells: the record's own is only the last (--ops may have cut it)
+                    if command not in point.setdefault("scored_by", []):
+                        point["scored_by"].append(command)
                     _write(out, record)
                     stats = point["cells"][cell]
                     progress(f"direct_{op} {label} ({point['samples']:,} samples): {cell} "

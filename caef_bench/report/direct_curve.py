@@ -170,8 +170,11 @@ def curve_markdown(record: dict) -> str:
         evaluation = run["evaluation"]
         trainings = sorted({(p["train_command"], p["seed"], p["position_scheme"]) for ps in record["points"].values()
                             for p in ps if p.get("run", "") == run["label"]})
+        scorers = list(dict.fromkeys(command for ps in record["points"].values() for p in ps if p.get("run", "") == run["label"]
+                                     for command in p.get("scored_by") or [evaluation["command"]]))
         lines += ["", (f"**{run['label']}.** " if several else "")
-                  + f"`{evaluation['command']}` scored its snapshots on {evaluation['device']}: the first {evaluation['per_cell']} "
+                  + " and ".join(f"`{command}`" for command in scorers)
+                  + f" scored its snapshots on {evaluation['device']}: the first {evaluation['per_cell']} "
                   f"problems of each test cell (N per cell above where a cell holds fewer), the protocol's LoRA-direct "
                   f"prompt, one greedy reply scored by the project's scorer (exact match). Base weights "
                   f"`{evaluation['base_weights']}` (`{evaluation['base']}`); the adapters were trained by:", ""]
@@ -184,6 +187,26 @@ def curve_markdown(record: dict) -> str:
         lines += ["", f"CAEF at its full budget: `{record['sources']['caef']}`, weights `{caef['weights']}`, made by "
                       + ", ".join(f"`{command}`" for command in commands) + "."]
     return "\n".join(lines) + "\n"
+
+
+# Snapshots closer than these ratios of samples (on the figure's log scale) would run their labels into
+# each other: under CROWDED the labels slant, under LABEL_APART a tick goes unnamed (its neighbour is).
+CROWDED = 1.4
+LABEL_APART = 1.15
+
+
+def snapshot_ticks(tick_at: dict[str, int]) -> tuple[list[int], list[str], bool]:
+    """Positions and labels of the ticks at the snapshots (fraction -> samples, in order), and whether
+    they are crowded. On a scale of a hundredfold, 1/16, 5/64 and 3/32 lie a fifth apart (named,
+    slanted); 9/64 lies an eighth past 1/8 (unnamed)."""
+    positions = list(tick_at.values())
+    labels, last_named = [], None
+    for fraction, samples in tick_at.items():
+        named = last_named is None or samples / last_named >= LABEL_APART
+        labels.append(fraction if named else "")
+        last_named = samples if named else last_named
+    crowded = any(b / a < CROWDED for a, b in zip(positions, positions[1:]))
+    return positions, labels, crowded
 
 
 def curve_figure(record: dict, path: str | Path) -> None:
@@ -232,15 +255,12 @@ def curve_figure(record: dict, path: str | Path) -> None:
                 ax.plot([budget * shift], [paper], marker="x", markersize=9, markeredgewidth=2, color=color)
         ax.axvline(budget, color="gray", linestyle=":", linewidth=1)
         ax.set_xscale("log")
-        # ticks at the snapshots, named by their fraction of the budget (the table has the samples): one
-        # tick a fraction (two runs' snapshots at one fraction differ by a few samples), slanted where
-        # snapshots lie close together (1/16, 5/64, 3/32 are a fifth apart on a scale of a hundredfold)
-        tick_at = {}  # fraction -> the fewest samples any run took it at
+        # a tick at each snapshot, named by its fraction of the budget (the table has the samples)
+        tick_at = {}  # fraction -> the fewest samples any run took it at (runs differ by a few samples)
         for p in sorted(points, key=lambda p: p["samples"]):
             tick_at.setdefault(p["fraction"], p["samples"])
-        positions = list(tick_at.values())
-        crowded = any(b / a < 1.4 for a, b in zip(positions, positions[1:]))
-        ax.set_xticks(positions, list(tick_at), fontsize=8, rotation=45 if crowded else 0,
+        positions, labels, crowded = snapshot_ticks(tick_at)
+        ax.set_xticks(positions, labels, fontsize=8, rotation=45 if crowded else 0,
                       ha="right" if crowded else "center")
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_title(f"{OP_NAMES[op]} (budget {budget:,} samples)")

@@ -23,13 +23,19 @@ def test_a_digit_is_right_at_its_place_counted_from_the_units():
     assert BY_LENGTH.digits_right("", "8") == 0
 
 
-def test_each_length_is_asked_problems_of_that_length_and_scored(tmp_path, micro_tiny_base):
-    request = TrainRequest(preset="tiny", out=tmp_path / "curve", base=str(micro_tiny_base), executors=(),
+def _micro_adapter(tmp_path, base, steps: int) -> Path:
+    """A direct add adapter trained `steps` steps of 2 on the micro base: a snapshot folder to read."""
+    request = TrainRequest(preset="tiny", out=tmp_path / "curve", base=str(base), executors=(),
                            aligners=(), direct=("add",), progress=False, command="(test)",
-                           overrides={"stage2_steps": 2, "stage2_batch": 2, "max_len": 6})
+                           overrides={"stage2_steps": steps, "stage2_batch": 2, "max_len": 6})
     train_curve(request, parse_fractions("1"))
+    return tmp_path / "curve" / "frac_1"
+
+
+def test_each_length_is_asked_problems_of_that_length_and_scored(tmp_path, micro_tiny_base):
+    adapters = _micro_adapter(tmp_path, micro_tiny_base, steps=2)
     out = tmp_path / "by_length.json"
-    BY_LENGTH.main(["--adapters", str(tmp_path / "curve" / "frac_1"), "--op", "add", "--lengths", "1,3",
+    BY_LENGTH.main(["--adapters", str(adapters), "--op", "add", "--lengths", "1,3",
                     "--n", "4", "--base", str(micro_tiny_base), "--json", str(out)])
     rows = json.loads(out.read_text())["rows"]
     assert [(row["length"], row["n"]) for row in rows] == [(1, 4), (3, 4)]
@@ -39,12 +45,9 @@ def test_each_length_is_asked_problems_of_that_length_and_scored(tmp_path, micro
 
 
 def test_saved_readings_print_as_one_table_with_how_far_each_run_was_trained(tmp_path, micro_tiny_base, capsys):
-    request = TrainRequest(preset="tiny", out=tmp_path / "curve", base=str(micro_tiny_base), executors=(),
-                           aligners=(), direct=("add",), progress=False, command="(test)",
-                           overrides={"stage2_steps": 3, "stage2_batch": 2, "max_len": 6})
-    train_curve(request, parse_fractions("1"))
+    adapters = _micro_adapter(tmp_path, micro_tiny_base, steps=3)
     saved = tmp_path / "reading.json"
-    BY_LENGTH.main(["--adapters", str(tmp_path / "curve" / "frac_1"), "--op", "add", "--lengths", "1,5",
+    BY_LENGTH.main(["--adapters", str(adapters), "--op", "add", "--lengths", "1,5",
                     "--n", "2", "--base", str(micro_tiny_base), "--label", "micro run", "--json", str(saved)])
     assert json.loads(saved.read_text())["trained"] == {"steps": 3, "samples": 6}
     capsys.readouterr()

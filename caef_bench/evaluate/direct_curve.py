@@ -92,8 +92,8 @@ def evaluate_curve(curve: Path, out: Path, per_cell: int = 100, ops: list[str] |
                    progress: Callable[[str], None] = print) -> dict:
     """Every snapshot under `curve` on its operator's cells (`cells_of`), `per_cell` problems each;
     the record ({command, per_cell, base_weights, device, points}, each point naming the commands that
-    scored it) is written to `out` after every cell. `base`: the folder of the base the snapshots were trained on (default: what their manifests
-    record, which must match their recorded fingerprint)."""
+    scored it) is written to `out` after every cell. `base`: the folder of the base the snapshots were
+    trained on (default: what their manifests record, which must match their recorded fingerprint)."""
     from caef_bench.evaluate.direct import attach_direct, direct_fingerprints
     from caef_bench.models.loading import get_tier, load_base
     from caef_bench.train.curve import shown_path

@@ -168,10 +168,9 @@ def curve_markdown(record: dict) -> str:
               + ", ".join(f"`{path}`" for path in record["sources"]["evaluations"]) + "."]
     for run in runs:
         evaluation = run["evaluation"]
-        trainings = sorted({(p["train_command"], p["seed"], p["position_scheme"]) for ps in record["points"].values()
-                            for p in ps if p.get("run", "") == run["label"]})
-        scorers = list(dict.fromkeys(command for ps in record["points"].values() for p in ps if p.get("run", "") == run["label"]
-                                     for command in p.get("scored_by") or [evaluation["command"]]))
+        its_points = [p for ps in record["points"].values() for p in ps if p.get("run", "") == run["label"]]
+        trainings = sorted({(p["train_command"], p["seed"], p["position_scheme"]) for p in its_points})
+        scorers = list(dict.fromkeys(command for p in its_points for command in p.get("scored_by") or [evaluation["command"]]))
         lines += ["", (f"**{run['label']}.** " if several else "")
                   + " and ".join(f"`{command}`" for command in scorers)
                   + f" scored its snapshots on {evaluation['device']}: the first {evaluation['per_cell']} "

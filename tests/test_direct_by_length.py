@@ -23,6 +23,12 @@ def test_a_digit_is_right_at_its_place_counted_from_the_units():
     assert BY_LENGTH.digits_right("", "8") == 0
 
 
+def test_each_place_is_scored_over_the_answers_that_have_it():
+    # units right in all three, tens in one of three, hundreds (only "108" has one) wrong
+    assert BY_LENGTH.right_by_place(["15", "21", "8"], ["15", "11", "108"]) == [1.0, 1 / 3, 0.0]
+    assert BY_LENGTH.right_by_place(["", "9"], ["9", "9"]) == [0.5]  # no reply: no digit right
+
+
 def _micro_adapter(tmp_path, base, steps: int) -> Path:
     """A direct add adapter trained `steps` steps of 2 on the micro base: a snapshot folder to read."""
     request = TrainRequest(preset="tiny", out=tmp_path / "curve", base=str(base), executors=(),
@@ -57,3 +63,10 @@ def test_saved_readings_print_as_one_table_with_how_far_each_run_was_trained(tmp
     assert cells[:4] == ["micro run", "add", "3", "6"]
     assert "exact, 2 digits" in header and cells[5] == "–"  # a length not measured is shown as such
     assert "length right at 5" in header
+
+    BY_LENGTH.main(["--table", str(saved), "--places", "5"])
+    header, _, row = capsys.readouterr().out.splitlines()
+    places = [cell.strip() for cell in header.strip("|").split("|")][3:]
+    assert places[:5] == ["units", "tens", "hundreds", "thousands", "10^4"]  # a carry adds 10^5 to some
+    shares = json.loads(saved.read_text())["rows"][1]["right_by_place"]
+    assert [cell.strip() for cell in row.strip("|").split("|")][3:] == [f"{share:.0%}" for share in shares]

@@ -3,7 +3,7 @@ problems right, of answer digits right, and of replies of the answer's length.
 
     python benchmarks/diagnosis/direct_by_length.py --adapters checkpoints/tiny-direct-protocol --op add \
         [--lengths 1,2,3,5,10] [--n 50] [--seed 12345] [--base FOLDER] [--label TEXT] [--json FILE]
-    python benchmarks/diagnosis/direct_by_length.py --table FILE.json [FILE.json ...]
+    python benchmarks/diagnosis/direct_by_length.py --table FILE.json [FILE.json ...] [--places LENGTH]
 
 --adapters is a folder with direct/<op>/ in it: a system's checkpoints or one snapshot of a learning curve
 (work/direct_curve/frac_1_16). For each length, n problems drawn as a Table 1 cell draws its own
@@ -32,6 +32,16 @@ def digits_right(reply: str, answer: str) -> int:
     return sum(1 for r, a in zip(reversed(reply), reversed(answer)) if r == a)
 
 
+def right_by_place(replies: list[str], answers: list[str]) -> list[float]:
+    """Per place counted from the units (units first): the share of the answers with that place whose
+    reply has the same digit there."""
+    places = max(len(answer) for answer in answers)
+    return [sum(len(got) > place and got[-1 - place] == answer[-1 - place]
+                for got, answer in zip(replies, answers) if len(answer) > place)
+            / sum(len(answer) > place for answer in answers)
+            for place in range(places)]
+
+
 def measure(direct, op: str, length: int, n: int, rng: random.Random) -> dict:
     from caef_bench.data.testsets import protocol_pair, render_expr, solve
     from caef_bench.evaluate.scoring import extract_answer, score
@@ -47,6 +57,7 @@ def measure(direct, op: str, length: int, n: int, rng: random.Random) -> dict:
             "exact": sum(score(reply, answer, op, "direct") for reply, (_, answer) in zip(replies, problems)) / n,
             "digits_right": sum(digits_right(got, answer) for got, (_, answer) in zip(answers, problems)) / digits,
             "length_right": sum(len(got) == len(answer) for got, (_, answer) in zip(answers, problems)) / n,
+            "right_by_place": right_by_place(answers, [answer for _, answer in problems]),
             "example": {"expr": problems[0][0], "answer": problems[0][1], "reply": replies[0]}}
 
 
@@ -63,6 +74,12 @@ def trained(adapters: str | Path, op: str) -> dict:
     return {"steps": record["stages"]["stage2"]["steps"], "samples": record["samples"]}
 
 
+def _which_run(reading: dict) -> dict:
+    """A saved reading's first columns: its run, operator and steps trained."""
+    so_far = reading.get("trained") or trained(reading["adapters"], reading["op"])
+    return {"run": reading.get("label") or reading["adapters"], "op": reading["op"], "steps": so_far.get("steps", "?")}
+
+
 def table(readings: list[Path]) -> str:
     """Saved readings (--json), a row each: the run, how far it was trained, and what it answers."""
     from tabulate import tabulate
@@ -72,12 +89,30 @@ def table(readings: list[Path]) -> str:
         reading = json.loads(path.read_text())
         by_length = {row["length"]: row for row in reading["rows"]}
         so_far = reading.get("trained") or trained(reading["adapters"], reading["op"])
-        rows.append({"run": reading.get("label") or reading["adapters"], "op": reading["op"],
-                     "steps": so_far.get("steps", "?"), "samples": f"{so_far['samples']:,}" if so_far else "?",
+        rows.append({**_which_run(reading), "samples": f"{so_far['samples']:,}" if so_far else "?",
                      **{f"exact, {n} digit{'s' * (n > 1)}": f"{by_length[n]['exact']:.0%}" if n in by_length else "–"
                         for n in TABLE_LENGTHS},
                      **({f"digits right at {LONG}": f"{by_length[LONG]['digits_right']:.0%}",
                          f"length right at {LONG}": f"{by_length[LONG]['length_right']:.0%}"} if LONG in by_length else {})})
+    return tabulate(rows, headers="keys", tablefmt="github")
+
+
+PLACE_NAMES = ("units", "tens", "hundreds", "thousands")
+
+
+def places_table(readings: list[Path], length: int) -> str:
+    """Saved readings, a row each: the digits right at each place of the answers to `length`-digit operands."""
+    from tabulate import tabulate
+
+    rows = []
+    for path in readings:
+        reading = json.loads(path.read_text())
+        row = next((row for row in reading["rows"] if row["length"] == length), None)
+        if row is None or "right_by_place" not in row:
+            raise SystemExit(f"{path}: no place-by-place reading at {length} digits (measure it again)")
+        rows.append({**_which_run(reading),
+                     **{(PLACE_NAMES[place] if place < len(PLACE_NAMES) else f"10^{place}"): f"{share:.0%}"
+                        for place, share in enumerate(row["right_by_place"])}})
     return tabulate(rows, headers="keys", tablefmt="github")
 
 
@@ -87,6 +122,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--table", nargs="+", type=Path, metavar="FILE.json",
                         help="print saved readings (--json) as one table instead of measuring")
+    parser.add_argument("--places", type=int, metavar="LENGTH",
+                        help="with --table: the digits right place by place at this operand length")
     parser.add_argument("--adapters", help="a folder with direct/<op>/ in it")
     parser.add_argument("--op", default="add", choices=("add", "sub", "gt", "lt", "eq"))
     parser.add_argument("--lengths", default="1,2,3,5,10")
@@ -98,8 +135,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--label", help="the run's name in --table (default: the --adapters folder)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
+    if args.places and not args.table:
+        parser.error("--places goes with --table")
     if args.table:
-        print(table(args.table))
+        print(places_table(args.table, args.places) if args.places else table(args.table))
         return
     if not args.adapters:
         parser.error("--adapters is required (or --table to print saved readings)")
@@ -114,6 +153,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = [measure(direct, args.op, int(length), args.n, rng) for length in args.lengths.split(",")]
     print(tabulate([{"digits": r["length"], "exact": f"{r['exact']:.0%}", "digits right": f"{r['digits_right']:.0%}",
                      "length right": f"{r['length_right']:.0%}",
+                     "right by place, units first": " ".join(f"{share:.0%}" for share in r["right_by_place"]),
                      "e.g.": f"{r['example']['expr']} -> {r['example']['reply']!r} ({r['example']['answer']})"}
                     for r in rows], headers="keys", tablefmt="github"))
     if args.json:

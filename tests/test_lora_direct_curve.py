@@ -296,6 +296,8 @@ def test_snapshots_too_close_for_their_labels_slant_them_and_leave_a_tick_unname
     positions, labels, crowded = snapshot_ticks(close)
     assert crowded and positions == list(close.values())
     assert labels == ["1/16", "5/64", "3/32", "1/8", "", "5/32"]  # 9/64 lies an eighth past 1/8: its tick stays unnamed
+    rounder_last = {"3/16": 128_768, "7/32": 150_240, "1/4": 171_680}
+    assert snapshot_ticks(rounder_last)[1] == ["3/16", "", "1/4"]  # 1/4 a seventh past 7/32: the quarter is named
 
 
 def test_the_findings_name_the_first_and_last_snapshot_or_say_there_was_one():

@@ -197,13 +197,23 @@ LABEL_APART = 1.15
 def snapshot_ticks(tick_at: dict[str, int]) -> tuple[list[int], list[str], bool]:
     """Positions and labels of the ticks at the snapshots (fraction -> samples, in order), and whether
     they are crowded. On a scale of a hundredfold, 1/16, 5/64 and 3/32 lie a fifth apart (named,
-    slanted); 9/64 lies an eighth past 1/8 (unnamed)."""
+    slanted); 9/64 lies an eighth past 1/8 (unnamed). Of two too close, the rounder fraction keeps its
+    name: 1/4 a seventh past 7/32 is named and 7/32 is not, since the budget's quarters are what a
+    reader looks for."""
+    from fractions import Fraction
+
     positions = list(tick_at.values())
-    labels, last_named = [], None
+    labels, last_named = [], None  # last_named: (index, fraction, samples)
     for fraction, samples in tick_at.items():
-        named = last_named is None or samples / last_named >= LABEL_APART
+        if last_named is None or samples / last_named[2] >= LABEL_APART:
+            named = True
+        elif Fraction(fraction).denominator < Fraction(last_named[1]).denominator:
+            labels[last_named[0]] = ""
+            named = True
+        else:
+            named = False
         labels.append(fraction if named else "")
-        last_named = samples if named else last_named
+        last_named = (len(labels) - 1, fraction, samples) if named else last_named
     crowded = any(b / a < CROWDED for a, b in zip(positions, positions[1:]))
     return positions, labels, crowded
 

@@ -74,10 +74,11 @@ def trained(adapters: str | Path, op: str) -> dict:
     return {"steps": record["stages"]["stage2"]["steps"], "samples": record["samples"]}
 
 
-def _which_run(reading: dict) -> dict:
-    """A saved reading's first columns: its run, operator and steps trained."""
+def _which_run(reading: dict) -> tuple[dict, dict]:
+    """A saved reading's first columns (its run, operator and steps trained), and how far it was trained."""
     so_far = reading.get("trained") or trained(reading["adapters"], reading["op"])
-    return {"run": reading.get("label") or reading["adapters"], "op": reading["op"], "steps": so_far.get("steps", "?")}
+    columns = {"run": reading.get("label") or reading["adapters"], "op": reading["op"], "steps": so_far.get("steps", "?")}
+    return columns, so_far
 
 
 def table(readings: list[Path]) -> str:
@@ -88,8 +89,8 @@ def table(readings: list[Path]) -> str:
     for path in readings:
         reading = json.loads(path.read_text())
         by_length = {row["length"]: row for row in reading["rows"]}
-        so_far = reading.get("trained") or trained(reading["adapters"], reading["op"])
-        rows.append({**_which_run(reading), "samples": f"{so_far['samples']:,}" if so_far else "?",
+        columns, so_far = _which_run(reading)
+        rows.append({**columns, "samples": f"{so_far['samples']:,}" if so_far else "?",
                      **{f"exact, {n} digit{'s' * (n > 1)}": f"{by_length[n]['exact']:.0%}" if n in by_length else "–"
                         for n in TABLE_LENGTHS},
                      **({f"digits right at {LONG}": f"{by_length[LONG]['digits_right']:.0%}",
@@ -110,7 +111,7 @@ def places_table(readings: list[Path], length: int) -> str:
         row = next((row for row in reading["rows"] if row["length"] == length), None)
         if row is None or "right_by_place" not in row:
             raise SystemExit(f"{path}: no place-by-place reading at {length} digits (measure it again)")
-        rows.append({**_which_run(reading),
+        rows.append({**_which_run(reading)[0],
                      **{(PLACE_NAMES[place] if place < len(PLACE_NAMES) else f"10^{place}"): f"{share:.0%}"
                         for place, share in enumerate(row["right_by_place"])}})
     return tabulate(rows, headers="keys", tablefmt="github")

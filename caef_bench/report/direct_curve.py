@@ -202,18 +202,15 @@ def snapshot_ticks(tick_at: dict[str, int]) -> tuple[list[int], list[str], bool]
     reader looks for."""
     from fractions import Fraction
 
-    positions = list(tick_at.values())
-    labels, last_named = [], None  # last_named: (index, fraction, samples)
-    for fraction, samples in tick_at.items():
-        if last_named is None or samples / last_named[2] >= LABEL_APART:
+    fractions, positions = list(tick_at), list(tick_at.values())
+    labels, last_named = [], None  # the index of the last tick named
+    for i, fraction in enumerate(fractions):
+        named = last_named is None or positions[i] / positions[last_named] >= LABEL_APART
+        if not named and Fraction(fraction).denominator < Fraction(fractions[last_named]).denominator:
+            labels[last_named] = ""
             named = True
-        elif Fraction(fraction).denominator < Fraction(last_named[1]).denominator:
-            labels[last_named[0]] = ""
-            named = True
-        else:
-            named = False
         labels.append(fraction if named else "")
-        last_named = (len(labels) - 1, fraction, samples) if named else last_named
+        last_named = i if named else last_named
     crowded = any(b / a < CROWDED for a, b in zip(positions, positions[1:]))
     return positions, labels, crowded
 

@@ -4,6 +4,8 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+
 from caef_bench.train.curve import parse_fractions, train_curve
 from caef_bench.train.recipe import TrainRequest
 from micro_model import micro_tiny_base  # noqa: F401  (pytest fixture)
@@ -70,3 +72,11 @@ def test_saved_readings_print_as_one_table_with_how_far_each_run_was_trained(tmp
     assert places[:5] == ["units", "tens", "hundreds", "thousands", "10^4"]  # a carry adds 10^5 to some
     shares = json.loads(saved.read_text())["rows"][1]["right_by_place"]
     assert [cell.strip() for cell in row.strip("|").split("|")][3:] == [f"{share:.0%}" for share in shares]
+
+    figure = tmp_path / "places.png"
+    BY_LENGTH.main(["--table", str(saved), "--places", "5", "--figure", str(figure)])
+    assert figure.stat().st_size > 5_000
+    with pytest.raises(SystemExit):
+        BY_LENGTH.main(["--table", str(saved), "--figure", str(figure)])  # the figure draws the places at a length
+    with pytest.raises(SystemExit, match="no place-by-place reading at 4 digits"):
+        BY_LENGTH.main(["--table", str(saved), "--places", "4", "--figure", str(figure)])

@@ -334,3 +334,53 @@ def test_the_whole_curve_runs_on_the_shipped_tiny_base(tmp_path):
     assert main(["eval-curve", "--curve", str(curve), "--per-cell", "2", "--cells", "add_5"]) == 0
     assert main(["report-curve", "--evaluation", str(curve / "evaluation.json"), "--out", str(tmp_path)]) == 0
     assert f"| {batch:,} " in (tmp_path / "lora_direct_curve.md").read_text()
+
+
+def test_a_run_is_named_by_the_flags_that_changed_its_plan():
+    from caef_bench.report.direct_curve import run_label
+
+    point = {"batch": 128, "train_device": "NVIDIA H200",
+             "train_command": "caef-bench train-curve --ops add --out w --workers 3 --lora-r 256 --lora-alpha 512 --lr 2e-4"}
+    assert run_label(point) == "batch 128, NVIDIA H200, rank 256, alpha 512, lr 2e-4"
+    full = {**point, "train_command": "caef-bench train-curve --ops add --adapter full --lr 5e-4 --lr 1e-4"}
+    assert run_label(full) == "batch 128, NVIDIA H200, full fine-tuning, lr 1e-4"  # the last flag wins, as in argparse
+    assert run_label({**point, "train_command": "caef-bench train-curve --adapter lora --stop-after 60"}) == \
+        "batch 128, NVIDIA H200"
+
+
+def test_a_report_carries_its_runs_and_a_later_evaluation_of_a_plan_replaces_its_snapshots(tmp_path):
+    from caef_bench.report.direct_curve import write_curve_report
+
+    def with_gt(evaluation):  # the same snapshots answering gt_5 too
+        for key, point in list(evaluation["points"].items()):
+            evaluation["points"][key.replace("add/", "gt/")] = {**point, "op": "gt", "cells": {"gt_5": _cell(95)}}
+        return evaluation
+
+    first, cpu = tmp_path / "h200.json", tmp_path / "cpu.json"
+    first.write_text(json.dumps(with_gt(_evaluation(snapshots=(("frac_1_16", 29_184, 0),)))))
+    cpu.write_text(json.dumps(_evaluation(snapshots=(("frac_1_64", 7_296, 0),), batch=32, train_device="cpu",
+                                          train_command="caef-bench t --batch 32")))
+    earlier = write_curve_report([first, cpu], tmp_path / "earlier", "report one")[1]
+    carried = json.loads(write_curve_report([earlier], tmp_path / "carried", "report two")[1].read_text())
+    assert carried["runs"] == json.loads(earlier.read_text())["runs"]
+    assert carried["points"] == json.loads(earlier.read_text())["points"]  # the report alone gives its runs again
+
+    rerun = tmp_path / "rerun.json"  # the H200's plan from nothing again, further, for add alone
+    rerun.write_text(json.dumps(_evaluation(snapshots=(("frac_1_16", 29_184, 0), ("frac_1_2", 233_152, 60)))))
+    went_on = tmp_path / "went_on.json"  # ... and a later call going on from its checkpoint: its snapshots alone
+    went_on.write_text(json.dumps(_evaluation(snapshots=(("frac_1", 466_304, 90),))))
+    paths = write_curve_report([earlier, rerun, went_on], tmp_path / "out", "report three")
+    record = json.loads(paths[1].read_text())
+    assert [(run["label"], run["snapshots"]) for run in record["runs"]] == [
+        ("batch 128, NVIDIA H200", ["gt/frac_1_16"]), ("batch 32, CPU", ["add/frac_1_64"]),
+        ("batch 128, NVIDIA H200", ["add/frac_1_16", "add/frac_1_2"]), ("batch 128, NVIDIA H200", ["add/frac_1"])]
+    assert [(p["run"], p["samples"], p["cells"]["add_5"]["correct"]) for p in record["points"]["add"]] == [
+        ("batch 128, NVIDIA H200", 29_184, 0), ("batch 128, NVIDIA H200", 233_152, 60),
+        ("batch 128, NVIDIA H200", 466_304, 90), ("batch 32, CPU", 7_296, 0)]
+    assert [p["cells"]["gt_5"]["correct"] for p in record["points"]["gt"]] == [95]  # the operator it did not hold stays
+    markdown = paths[0].read_text()
+    assert "**batch 128, NVIDIA H200 (Greater_than 1/16).**" in markdown
+    assert "**batch 128, NVIDIA H200 (Addition 1/16 to 1/2).**" in markdown
+    assert "**batch 128, NVIDIA H200 (Addition 1).**" in markdown
+    again = json.loads(write_curve_report([paths[1]], tmp_path / "again", "report four")[1].read_text())
+    assert again["runs"] == record["runs"] and again["points"] == record["points"]

@@ -3,7 +3,7 @@ problems right, of answer digits right, and of replies of the answer's length.
 
     python benchmarks/diagnosis/direct_by_length.py --adapters checkpoints/tiny-direct-protocol --op add \
         [--lengths 1,2,3,5,10] [--n 50] [--seed 12345] [--base FOLDER] [--label TEXT] [--json FILE]
-    python benchmarks/diagnosis/direct_by_length.py --table FILE.json [FILE.json ...] [--places LENGTH]
+    python benchmarks/diagnosis/direct_by_length.py --table FILE.json [FILE.json ...] [--places LENGTH [--figure FILE.png]]
 
 --adapters is a folder with direct/<op>/ in it: a system's checkpoints or one snapshot of a learning curve
 (work/direct_curve/frac_1_16). For each length, n problems drawn as a Table 1 cell draws its own
@@ -117,6 +117,61 @@ def places_table(readings: list[Path], length: int) -> str:
     return tabulate(rows, headers="keys", tablefmt="github")
 
 
+RUN_MARKERS = (("o", "-"), ("s", "--"), ("^", ":"))  # (marker, line) of each run in a panel, in the order given
+
+
+def places_figure(readings: list[Path], length: int, path: Path) -> None:
+    """Saved readings as a figure, a panel per operator: the digits right at each place (a colour each) of
+    the answers to `length`-digit operands against training samples, a line per run (the snapshots of one
+    curve: its readings' label without the fraction), with a guess's tenth drawn in."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    by_op: dict[str, dict[str, list[dict]]] = {}
+    for path_ in readings:
+        reading = json.loads(path_.read_text())
+        row = next((row for row in reading["rows"] if row["length"] == length and "right_by_place" in row), None)
+        so_far = _which_run(reading)[1]
+        if row is None or not so_far:
+            raise SystemExit(f"{path_}: no place-by-place reading at {length} digits, or no training record")
+        run = reading.get("label") or reading["adapters"]
+        run = run.rpartition(", ")[0] if "/" in run.rpartition(", ")[2] else run  # 'rank 16, 5/8' -> 'rank 16'
+        by_op.setdefault(reading["op"], {}).setdefault(run, []).append(
+            {"samples": so_far["samples"], "places": row["right_by_place"]})
+    runs = list(dict.fromkeys(run for shown in by_op.values() for run in shown))
+    places = max(len(r["places"]) for shown in by_op.values() for rs in shown.values() for r in rs)
+    colours = plt.get_cmap("tab10").colors
+    name = lambda place: PLACE_NAMES[place] if place < len(PLACE_NAMES) else f"10^{place}"  # noqa: E731
+    fig, axes = plt.subplots(1, len(by_op), figsize=(6.0 * len(by_op), 4.6), sharey=True, squeeze=False)
+    for ax, (op, shown) in zip(axes[0], by_op.items()):
+        for run, run_readings in shown.items():
+            marker, line = RUN_MARKERS[runs.index(run) % len(RUN_MARKERS)]
+            run_readings.sort(key=lambda reading: reading["samples"])
+            for place in range(places):
+                at = [(r["samples"], 100 * r["places"][place]) for r in run_readings if place < len(r["places"])]
+                if at:
+                    ax.plot(*zip(*at), marker=marker, linestyle=line, markersize=5, color=colours[place])
+        ax.axhline(10, color="gray", linestyle=":", linewidth=1)
+        ax.set_xscale("log")
+        ax.set_title(f"{op}, {length}-digit operands", fontsize=10)
+        ax.set_xlabel("training samples (log scale)")
+        ax.set_ylim(-3, 103)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("answer digits right at the place %")
+    handles = [Line2D([], [], color=colours[place], marker="o", label=name(place)) for place in range(places)]
+    handles += [Line2D([], [], color="black", marker=RUN_MARKERS[i % len(RUN_MARKERS)][0],
+                       linestyle=RUN_MARKERS[i % len(RUN_MARKERS)][1], label=run) for i, run in enumerate(runs)]
+    handles.append(Line2D([], [], color="gray", linestyle=":", label="a guess (10%)"))
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 6), fontsize=8, frameon=False)
+    fig.suptitle("LoRA-direct on the tiny base: the answer's digits right, place by place")
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> None:
     from tabulate import tabulate
 
@@ -125,6 +180,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="print saved readings (--json) as one table instead of measuring")
     parser.add_argument("--places", type=int, metavar="LENGTH",
                         help="with --table: the digits right place by place at this operand length")
+    parser.add_argument("--figure", type=Path, metavar="FILE.png",
+                        help="with --table and --places: draw the places against training samples, a panel per run")
     parser.add_argument("--adapters", help="a folder with direct/<op>/ in it")
     parser.add_argument("--op", default="add", choices=("add", "sub", "gt", "lt", "eq"))
     parser.add_argument("--lengths", default="1,2,3,5,10")
@@ -138,8 +195,13 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.places and not args.table:
         parser.error("--places goes with --table")
+    if args.figure and not args.places:
+        parser.error("--figure goes with --table and --places")
     if args.table:
         print(places_table(args.table, args.places) if args.places else table(args.table))
+        if args.figure:
+            places_figure(args.table, args.places, args.figure)
+            print(f"wrote {args.figure}")
         return
     if not args.adapters:
         parser.error("--adapters is required (or --table to print saved readings)")

@@ -10,7 +10,9 @@ def register(commands) -> None:
         "report-curve", help="lora_direct_curve.md, .json and .png from eval-curve's JSON, beside CAEF and the paper")
     curve_report.add_argument("--evaluation", action="append",
                               help="eval-curve's JSON, one run (default work/direct_curve/evaluation.json); again for "
-                                   "another run of the same budgets (another batch or machine), shown beside it")
+                                   "another run of the same budgets (another batch or machine), shown beside it; an earlier "
+                                   "report's JSON gives its runs again; a run named the same as an earlier one (its "
+                                   "plan trained again, further) takes its place for the operators it holds")
     curve_report.add_argument("--caef", default="results/table1_caef.json",
                               help="CAEF's results at its full budget (default results/table1_caef.json; '' for none)")
     curve_report.add_argument("--out", default="results/local", help="where the three files go (default results/local)")

@@ -5,12 +5,15 @@ LoRA-direct (LLaMA 3.1 (L)).
 Everything comes from the curves' evaluation JSONs (`evaluate.direct_curve`) and the CAEF results
 file they are put beside (`caef-bench run --suite caef`'s, e.g. results/table1_caef.json); nothing is
 typed in. Several evaluations are several training runs of the same budgets (another batch, another
-machine), each a run of its own in the tables and the figure, named by its batch and device.
+machine), each a run of its own in the tables and the figure, named by its batch, device and the flags
+that changed its plan. An earlier report's JSON serves as the evaluations it was made from, so a report
+can carry runs whose training folders are gone.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 from caef_bench.report.tables import HOW_MADE, OP_NAMES, paper_tables, percent
@@ -33,17 +36,55 @@ def _interval(stats: dict | None) -> str:
     return f"{100 * stats['accuracy']:.1f} [{100 * stats['ci_low']:.1f}, {100 * stats['ci_high']:.1f}]"
 
 
+# train-curve's flags that change what a run learns, as a run's name says them (the rest say where and how
+# long it ran); in the order a name gives them
+PLAN_FLAGS = {"--adapter": "", "--lora-r": "rank", "--lora-alpha": "alpha", "--lr": "lr", "--direct-draw": "draw",
+              "--max-len": "operands to", "--seed": "seed", "--position-scheme": "position ids"}
+
+
 def run_label(point: dict) -> str:
-    """How a run is named in the report: its batch and the device it trained on ('batch 32, CPU')."""
+    """How a run is named in the report: its batch, the device it trained on and the flags its command
+    set against the preset's plan ('batch 32, CPU'; 'batch 128, NVIDIA H200, rank 256, alpha 512, lr 2e-4')."""
     device = point.get("train_device") or "?"
     device = "CPU" if device.startswith("cpu") else device.split(" (")[0]
-    return f"batch {point['batch']}, {device}" if point.get("batch") else device
+    parts = [f"batch {point['batch']}, {device}" if point.get("batch") else device]
+    words = shlex.split(point.get("train_command") or "")
+    flags = {flag: value for flag, value in zip(words, words[1:]) if flag in PLAN_FLAGS}  # the last wins, as in argparse
+    for flag, name in PLAN_FLAGS.items():
+        if flag == "--adapter":
+            parts += ["full fine-tuning"] if flags.get(flag) == "full" else []
+        elif flag in flags:
+            parts.append(f"{name} {flags[flag]}")
+    return ", ".join(parts)
+
+
+def snapshot_key(point: dict) -> str:
+    """A point's snapshot within its run: 'add/frac_1_16'."""
+    return f"{point['op']}/{point['label']}"
+
+
+def _its_points(record: dict, run: dict) -> list[dict]:
+    """The points a run entry of a report holds (a report made before entries named them: all of its label's)."""
+    keys = set(run.get("snapshots") or [])
+    return [p for ps in record["points"].values() for p in ps
+            if p.get("run", "") == run["label"] and (not keys or snapshot_key(p) in keys)]
+
+
+def evaluations_of_report(record: dict) -> list[dict]:
+    """An earlier report's JSON as the evaluations it was made from, one a run: a report carries its runs'
+    points whole (cells, commands, fingerprints), so a later report can show runs whose folders are gone."""
+    return [{**run["evaluation"], "points": {snapshot_key(p): {k: v for k, v in p.items() if k != "run"}
+                                             for p in _its_points(record, run)}} for run in record["runs"]]
 
 
 def curve_record(evaluations: list[dict], caef: dict | None, command: str, sources: dict) -> dict:
     """What the report shows, as its JSON holds it: each evaluation's run (its label, and the command
     and device that scored it), their points by operator (by run, then ascending samples, each naming
     its run), CAEF's cells of the same operators, the paper's LoRA-direct values, and where each came from."""
+    bases = {evaluation.get("base_weights") for evaluation in evaluations if evaluation["points"]}
+    if len(bases) > 1:
+        raise ValueError(f"the runs were trained on different bases ({', '.join(sorted(map(str, bases)))}): "
+                         f"one report is one base")
     points: dict[str, list] = {}
     runs = []
     for evaluation in evaluations:
@@ -55,18 +96,24 @@ def curve_record(evaluations: list[dict], caef: dict | None, command: str, sourc
             raise ValueError(f"one evaluation holds several runs ({', '.join(sorted(labels))}): evaluate each curve "
                              f"on its own")
         run = labels.pop()
-        if any(r["label"] == run for r in runs):
-            run = f"{run}, run {len(runs) + 1}"
-        runs.append({"label": run, "evaluation": {key: evaluation.get(key) for key in (
+        keys = [snapshot_key(point) for point in found]
+        # A run is named by its plan (batch, device, the flags that change what it learns): a later evaluation
+        # of a run named the same is that plan trained again or further, and its snapshots take the place of
+        # the earlier one's at the same fractions (the others stay).
+        for earlier in (r for r in runs if r["label"] == run):
+            earlier["snapshots"] = [key for key in earlier["snapshots"] if key not in keys]
+        for op in points:
+            points[op] = [p for p in points[op] if p["run"] != run or snapshot_key(p) not in keys]
+        runs = [r for r in runs if r["snapshots"]]
+        runs.append({"label": run, "snapshots": keys, "evaluation": {key: evaluation.get(key) for key in (
             "command", "curve", "per_cell", "base", "base_weights", "device")}})
         for point in found:
             points.setdefault(point["op"], []).append({**point, "run": run})
+    # in Table 1's order of operators, whichever evaluation came first
+    points = {op: points[op] for op in sorted(points, key=lambda op: (list(OP_NAMES).index(op), op)) if points[op]}
     if not points:
         raise ValueError("the curve's evaluation holds no points: run `caef-bench eval-curve` first")
-    bases = {r["evaluation"]["base_weights"] for r in runs}
-    if len(bases) > 1:
-        raise ValueError(f"the runs were trained on different bases ({', '.join(sorted(bases))}): one report is one base")
-    order = [r["label"] for r in runs]
+    order = list(dict.fromkeys(r["label"] for r in runs))
     for op in points:
         points[op].sort(key=lambda p: (order.index(p["run"]), p["samples"]))
     paper = paper_tables()["table1_overall_accuracy"]
@@ -122,7 +169,7 @@ def curve_findings(record: dict) -> str:
                 notes.append("its only snapshot")
             said.append(part + (f" ({'; '.join(notes)})" if notes else ""))
         parts.append(f"{OP_NAMES[op]}{chance} " + ", ".join(said))
-    runs = "one training run per operator" if most_runs == 1 else "each training run, named by its batch and device"
+    runs = "one training run per operator" if most_runs == 1 else "each training run, named by its batch, device and plan"
     text = (f"LoRA-direct on the tiny base, evaluated at snapshots of {runs} ("
             f"N={'/'.join(str(n) for n in ns)} per test cell, across the operand lengths): " + "; ".join(parts) + ".")
     caef = (record.get("caef") or {}).get("cells") or {}
@@ -137,7 +184,7 @@ def curve_markdown(record: dict) -> str:
     import pandas as pd
 
     runs, caef = record["runs"], record["caef"]
-    several = len(runs) > 1
+    several = len({run["label"] for run in runs}) > 1
     lines = ["## LoRA-direct learning curve: accuracy against training samples", "", curve_findings(record), "",
              "Accuracy % with Wilson 95% intervals, per snapshot (its training samples, and their share of the "
              "operator's budget: the samples of its CAEF executor and aligner plans together); beside them CAEF at "
@@ -168,10 +215,17 @@ def curve_markdown(record: dict) -> str:
               + ", ".join(f"`{path}`" for path in record["sources"]["evaluations"]) + "."]
     for run in runs:
         evaluation = run["evaluation"]
-        its_points = [p for ps in record["points"].values() for p in ps if p.get("run", "") == run["label"]]
+        its_points = _its_points(record, run)
+        name = run["label"]
+        if sum(r["label"] == name for r in runs) > 1:  # one plan, its snapshots trained or scored in different calls
+            held = {}  # op -> its snapshots' fractions here, in order
+            for p in sorted(its_points, key=lambda p: p["samples"]):
+                held.setdefault(p["op"], []).append(p["fraction"])
+            name += " (" + "; ".join(f"{OP_NAMES[op]} {f[0]}" + (f" to {f[-1]}" if len(f) > 1 else "")
+                                     for op, f in held.items()) + ")"
         trainings = sorted({(p["train_command"], p["seed"], p["position_scheme"]) for p in its_points})
         scorers = list(dict.fromkeys(command for p in its_points for command in p.get("scored_by") or [evaluation["command"]]))
-        lines += ["", (f"**{run['label']}.** " if several else "")
+        lines += ["", (f"**{name}.** " if several else "")
                   + " and ".join(f"`{command}`" for command in scorers)
                   + f" scored its snapshots on {evaluation['device']}: the first {evaluation['per_cell']} "
                   f"problems of each test cell (N per cell above where a cell holds fewer), the protocol's LoRA-direct "
@@ -231,12 +285,13 @@ def curve_figure(record: dict, path: str | Path) -> None:
     columns = min(3, len(ops))
     rows = -(-len(ops) // columns)
     legend_columns = 2 if columns == 1 else 4
-    entries = len(LENGTH_COLORS) + 3 + len(record["runs"])
+    entries = len(LENGTH_COLORS) + 3 + len({run["label"] for run in record["runs"]})
     legend_height = 0.3 + 0.22 * -(-entries // legend_columns)  # inches, for the legend's rows
     fig, axes = plt.subplots(rows, columns, figsize=(5.6 * columns, 4.0 * rows + legend_height), sharey=True,
                              squeeze=False)
     shown_lengths = {}
-    styles = {run["label"]: RUN_STYLES[i % len(RUN_STYLES)] for i, run in enumerate(record["runs"])}
+    run_names = list(dict.fromkeys(run["label"] for run in record["runs"]))
+    styles = {name: RUN_STYLES[i % len(RUN_STYLES)] for i, name in enumerate(run_names)}
     for ax, op in zip(axes.flat, ops):
         points = record["points"][op]
         budget = points[0]["budget_samples"]
@@ -295,13 +350,14 @@ def curve_figure(record: dict, path: str | Path) -> None:
 
 def write_curve_report(evaluation_paths: list[str | Path], out: str | Path, command: str,
                        caef_path: str | Path | None = None) -> list[Path]:
-    """lora_direct_curve.md, .json and .png in `out`, from the evaluation JSONs (a run each) and (if
-    given and present) the CAEF results JSON."""
+    """lora_direct_curve.md, .json and .png in `out`, from the evaluation JSONs (a run each, or an
+    earlier report's JSON: its runs) and (if given and present) the CAEF results JSON."""
     evaluations = []
     for path in map(Path, evaluation_paths):
         if not path.is_file():
             raise FileNotFoundError(f"no curve evaluation at {path}: `caef-bench eval-curve` writes it")
-        evaluations.append(json.loads(path.read_text()))
+        found = json.loads(path.read_text())
+        evaluations += evaluations_of_report(found) if "runs" in found else [found]  # an earlier report: its runs
     caef = None
     if caef_path is not None:
         if not Path(caef_path).is_file():

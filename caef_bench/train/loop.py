@@ -304,7 +304,9 @@ def _load_checkpoint(folder: Path, model, optimizer) -> None:
     with torch.no_grad():
         for name, value in weights.items():
             params[name].copy_(value)
-    optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=True))
+    # read onto the CPU: a run checkpointed on a GPU goes on on a CPU (load_state_dict puts each state
+    # beside its parameter, wherever the model is now)
+    optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=True, map_location="cpu"))
 
 
 def return_freed_memory() -> bool:

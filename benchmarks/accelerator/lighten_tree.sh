@@ -3,7 +3,7 @@
 # SmolLM2's shipped adapters (checkpoints/smollm2-135m/, ~30 MB) leave no room for those, and no call needs
 # them (the SmolLM2 call trains its own). Set them aside for a session's device calls and back after:
 #   benchmarks/accelerator/lighten_tree.sh aside   untracked here (the index only) and ignored: they do not travel
-#   benchmarks/accelerator/lighten_tree.sh thin    aside, and THIN below (~44 MB) left in place but untracked and
+#   benchmarks/accelerator/lighten_tree.sh thin    aside, and THIN below (~52 MB) left in place but untracked and
 #                                                  ignored too: SmolLM2's weights then travel in two calls, not
 #                                                  six (smollm2_weights.py split); a call that needs one of
 #                                                  them carries it by name (the training call: tasks/data)
@@ -13,7 +13,7 @@ cd "$(git rev-parse --show-toplevel)"
 SHIPPED=checkpoints/smollm2-135m
 ASIDE=.smollm2-shipped-aside
 # in place; only the index and the exclude list change (tests/test_device_plans.py checks that two calls fit)
-THIN=(checkpoints/tiny checkpoints/tiny-direct-protocol tasks/data docs/research results/records)
+THIN=(checkpoints/tiny checkpoints/tiny-direct-protocol tasks/data docs/research results/records benchmarks/accelerator/resume)
 EXCLUDE=$(git rev-parse --git-path info/exclude)
 exclude() { grep -qxF "$1" "$EXCLUDE" 2>/dev/null || echo "$1" >> "$EXCLUDE"; }
 case "${1:-}" in
@@ -27,7 +27,7 @@ case "${1:-}" in
         if [ "$1" = thin ]; then
             for path in "${THIN[@]}"; do
                 exclude "/$path/"
-                git rm -r -q --cached -- "$path"
+                git rm -r -q --cached --ignore-unmatch -- "$path"
             done
             echo "lighten_tree: ${THIN[*]} untracked and ignored in place (a call that needs them carries them)"
         fi ;;

@@ -183,6 +183,7 @@ def test_the_curve_evaluation_scores_every_snapshot_and_measures_only_what_it_la
                                         command="eval (nothing new)", progress=lambda line: None)
     assert measured == [] and again["device"] == "cpu"  # nothing measured: the cells' own command and device stay
     assert again["command"] != "eval (nothing new)" and again["points"]["add/frac_1"]["batch"] == 4
+    assert [device.split(" (")[0] for device in again["points"]["add/frac_1"]["train_devices"]] == ["cpu"]
     assert "eval (nothing new)" not in again["points"]["add/frac_1"]["scored_by"]
 
     with pytest.raises(ValueError, match="not the one the snapshots were trained on"):
@@ -346,6 +347,9 @@ def test_a_run_is_named_by_the_flags_that_changed_its_plan():
     assert run_label(full) == "batch 128, NVIDIA H200, full fine-tuning, lr 1e-4"  # the last flag wins, as in argparse
     assert run_label({**point, "train_command": "caef-bench train-curve --adapter lora --stop-after 60"}) == \
         "batch 128, NVIDIA H200"
+    went_on = {**point, "train_command": "t", "train_device": "cpu (AMD EPYC, 1 threads)",  # stopped there, went on here
+               "train_devices": ["NVIDIA H200", "cpu (AMD EPYC, 1 threads)"]}
+    assert run_label(went_on) == "batch 128, NVIDIA H200"
 
 
 def test_a_report_carries_its_runs_and_a_later_evaluation_of_a_plan_replaces_its_snapshots(tmp_path):

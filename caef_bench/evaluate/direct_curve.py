@@ -75,7 +75,11 @@ def _point(snapshot: dict, fingerprint: str) -> dict:
             "position_scheme": manifest.get("position_scheme"), "train_command": manifest["command"],
             "seed": manifest["seed"], "batch": manifest["stages"]["stage2"]["batch"],
             "final_loss": manifest["stages"]["stage2"]["final_loss"],
-            "train_seconds": manifest["wall_time_s"], "train_device": manifest["device"], "cells": {}}
+            "train_seconds": manifest["wall_time_s"], "train_device": manifest["device"],
+            # a run stopped on one machine goes on on another: each device it trained on, in order
+            "train_devices": list(dict.fromkeys(invocation["device"] for invocation in
+                                                manifest["stages"]["stage2"].get("invocations") or [])),
+            "cells": {}}
 
 
 def _write(path: Path, record: dict) -> None:

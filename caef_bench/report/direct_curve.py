@@ -43,9 +43,10 @@ PLAN_FLAGS = {"--adapter": "", "--lora-r": "rank", "--lora-alpha": "alpha", "--l
 
 
 def run_label(point: dict) -> str:
-    """How a run is named in the report: its batch, the device it trained on and the flags its command
-    set against the preset's plan ('batch 32, CPU'; 'batch 128, NVIDIA H200, rank 256, alpha 512, lr 2e-4')."""
-    device = point.get("train_device") or "?"
+    """How a run is named in the report: its batch, the device it began on and the flags its command
+    set against the preset's plan ('batch 32, CPU'; 'batch 128, NVIDIA H200, rank 256, alpha 512, lr 2e-4').
+    A run that went on on another machine keeps its name: its snapshots are one run's."""
+    device = (point.get("train_devices") or [point.get("train_device") or "?"])[0]
     device = "CPU" if device.startswith("cpu") else device.split(" (")[0]
     parts = [f"batch {point['batch']}, {device}" if point.get("batch") else device]
     words = shlex.split(point.get("train_command") or "")
@@ -221,8 +222,8 @@ def curve_markdown(record: dict) -> str:
             held = {}  # op -> its snapshots' fractions here, in order
             for p in sorted(its_points, key=lambda p: p["samples"]):
                 held.setdefault(p["op"], []).append(p["fraction"])
-            name += " (" + "; ".join(f"{OP_NAMES[op]} {f[0]}" + (f" to {f[-1]}" if len(f) > 1 else "")
-                                     for op, f in held.items()) + ")"
+            name += " (" + "; ".join(f"{OP_NAMES[op]} {held[op][0]}" + (f" to {held[op][-1]}" if len(held[op]) > 1 else "")
+                                     for op in OP_NAMES if op in held) + ")"
         trainings = sorted({(p["train_command"], p["seed"], p["position_scheme"]) for p in its_points})
         scorers = list(dict.fromkeys(command for p in its_points for command in p.get("scored_by") or [evaluation["command"]]))
         lines += ["", (f"**{name}.** " if several else "")

@@ -101,6 +101,19 @@ def table(readings: list[Path]) -> str:
 PLACE_NAMES = ("units", "tens", "hundreds", "thousands")
 
 
+def place_name(place: int) -> str:
+    """0 -> 'units', 4 -> '10^4'."""
+    return PLACE_NAMES[place] if place < len(PLACE_NAMES) else f"10^{place}"
+
+
+def places_at(path: Path, reading: dict, length: int) -> list[float]:
+    """A saved reading's digits right at each place (units first) of the answers to `length`-digit operands."""
+    row = next((row for row in reading["rows"] if row["length"] == length), None)
+    if row is None or "right_by_place" not in row:
+        raise SystemExit(f"{path}: no place-by-place reading at {length} digits (measure it again)")
+    return row["right_by_place"]
+
+
 def places_table(readings: list[Path], length: int) -> str:
     """Saved readings, a row each: the digits right at each place of the answers to `length`-digit operands."""
     from tabulate import tabulate
@@ -108,12 +121,8 @@ def places_table(readings: list[Path], length: int) -> str:
     rows = []
     for path in readings:
         reading = json.loads(path.read_text())
-        row = next((row for row in reading["rows"] if row["length"] == length), None)
-        if row is None or "right_by_place" not in row:
-            raise SystemExit(f"{path}: no place-by-place reading at {length} digits (measure it again)")
         rows.append({**_which_run(reading)[0],
-                     **{(PLACE_NAMES[place] if place < len(PLACE_NAMES) else f"10^{place}"): f"{share:.0%}"
-                        for place, share in enumerate(row["right_by_place"])}})
+                     **{place_name(place): f"{share:.0%}" for place, share in enumerate(places_at(path, reading, length))}})
     return tabulate(rows, headers="keys", tablefmt="github")
 
 
@@ -133,22 +142,21 @@ def places_figure(readings: list[Path], length: int, path: Path) -> None:
     by_op: dict[str, dict[str, list[dict]]] = {}
     for path_ in readings:
         reading = json.loads(path_.read_text())
-        row = next((row for row in reading["rows"] if row["length"] == length and "right_by_place" in row), None)
+        places = places_at(path_, reading, length)
         so_far = _which_run(reading)[1]
-        if row is None or not so_far:
-            raise SystemExit(f"{path_}: no place-by-place reading at {length} digits, or no training record")
+        if not so_far:
+            raise SystemExit(f"{path_}: no record of how far its adapter was trained (its manifest is gone)")
         run = reading.get("label") or reading["adapters"]
         run = run.rpartition(", ")[0] if "/" in run.rpartition(", ")[2] else run  # 'rank 16, 5/8' -> 'rank 16'
-        by_op.setdefault(reading["op"], {}).setdefault(run, []).append(
-            {"samples": so_far["samples"], "places": row["right_by_place"]})
+        by_op.setdefault(reading["op"], {}).setdefault(run, []).append({"samples": so_far["samples"], "places": places})
     runs = list(dict.fromkeys(run for shown in by_op.values() for run in shown))
+    styles = {run: RUN_MARKERS[i % len(RUN_MARKERS)] for i, run in enumerate(runs)}
     places = max(len(r["places"]) for shown in by_op.values() for rs in shown.values() for r in rs)
     colours = plt.get_cmap("tab10").colors
-    name = lambda place: PLACE_NAMES[place] if place < len(PLACE_NAMES) else f"10^{place}"  # noqa: E731
     fig, axes = plt.subplots(1, len(by_op), figsize=(6.0 * len(by_op), 4.6), sharey=True, squeeze=False)
     for ax, (op, shown) in zip(axes[0], by_op.items()):
         for run, run_readings in shown.items():
-            marker, line = RUN_MARKERS[runs.index(run) % len(RUN_MARKERS)]
+            marker, line = styles[run]
             run_readings.sort(key=lambda reading: reading["samples"])
             for place in range(places):
                 at = [(r["samples"], 100 * r["places"][place]) for r in run_readings if place < len(r["places"])]
@@ -161,9 +169,9 @@ def places_figure(readings: list[Path], length: int, path: Path) -> None:
         ax.set_ylim(-3, 103)
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("answer digits right at the place %")
-    handles = [Line2D([], [], color=colours[place], marker="o", label=name(place)) for place in range(places)]
-    handles += [Line2D([], [], color="black", marker=RUN_MARKERS[i % len(RUN_MARKERS)][0],
-                       linestyle=RUN_MARKERS[i % len(RUN_MARKERS)][1], label=run) for i, run in enumerate(runs)]
+    handles = [Line2D([], [], color=colours[place], marker="o", label=place_name(place)) for place in range(places)]
+    handles += [Line2D([], [], color="black", marker=marker, linestyle=line, label=run)
+                for run, (marker, line) in styles.items()]
     handles.append(Line2D([], [], color="gray", linestyle=":", label="a guess (10%)"))
     fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 6), fontsize=8, frameon=False)
     fig.suptitle("LoRA-direct on the tiny base: the answer's digits right, place by place")

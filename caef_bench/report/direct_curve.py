@@ -111,7 +111,7 @@ def curve_record(evaluations: list[dict], caef: dict | None, command: str, sourc
         for point in found:
             points.setdefault(point["op"], []).append({**point, "run": run})
     # in Table 1's order of operators, whichever evaluation came first
-    points = {op: points[op] for op in sorted(points, key=lambda op: (list(OP_NAMES).index(op), op)) if points[op]}
+    points = {op: points[op] for op in sorted(points, key=list(OP_NAMES).index) if points[op]}
     if not points:
         raise ValueError("the curve's evaluation holds no points: run `caef-bench eval-curve` first")
     order = list(dict.fromkeys(r["label"] for r in runs))

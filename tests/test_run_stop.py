@@ -56,7 +56,8 @@ def _start(tmp_path: Path, grace: float = 30, child: str = CHILD) -> tuple[subpr
     parent = subprocess.Popen([sys.executable, "-c", PARENT, child, str(tmp_path), str(grace)], cwd=REPO,
                               stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + DEADLINE_S
-    while not (tmp_path / "done").is_file():
+    # at work once a line is done: the file exists from the child's open(), before its first line is written
+    while not (tmp_path / "done").is_file() or not (tmp_path / "done").read_text().endswith("\n"):
         assert parent.poll() is None and time.monotonic() < deadline, "the child did not start"
         time.sleep(0.05)
     return parent, int((tmp_path / "pid").read_text())

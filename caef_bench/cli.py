@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         # Before torch is imported: the allocator is fixed when a process starts (see allocator.py).
         from .train.allocator import reexecute_with_jemalloc
 
-        reexecute_with_jemalloc(argv)
+        reexecute_with_jemalloc(argv, getattr(args, "base", None))
     try:
         code = args.handler(args)
     except (ValueError, FileNotFoundError) as error:

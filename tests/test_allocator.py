@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from caef_bench.train.allocator import (CHOICE, NO_PURGING, active_allocator, preload_environment,
-                                        relaunch_command)
+from caef_bench.train.allocator import (CHOICE, NO_PURGING, PURGING, active_allocator, keeps_pages,
+                                        preload_environment, relaunch_command)
 
 # jemalloc where the loader finds it, or the library file $CAEF_BENCH_ALLOCATOR names. .ci/run installs
 # libjemalloc2 and sets CAEF_BENCH_TEST_JEMALLOC=required: there these tests run, or fail; elsewhere they
@@ -31,6 +31,18 @@ def test_preloads_jemalloc_before_the_users_own_preloads_and_keeps_the_rest():
     assert preload_environment(env, system="linux", find=found) is None  # the re-executed process goes on
     assert preload_environment({}, system="linux", find=found)["LD_PRELOAD"] == "libjemalloc.so.2"
     mine = preload_environment({"MALLOC_CONF": "narenas:2"}, system="linux", find=found)
+    assert mine["MALLOC_CONF"] == "narenas:2"
+
+
+def test_only_the_tiny_tiers_base_keeps_its_pages_and_any_other_purges_them(tmp_path):
+    # a larger base's freed tensors vary in size step by step: kept, they grew SmolLM2's run to the OOM killer
+    from caef_bench.paths import TINY_CHECKPOINTS
+
+    assert keeps_pages(None) and keeps_pages("tiny") and keeps_pages(str(TINY_CHECKPOINTS / "base"))
+    assert not keeps_pages("smollm2-135m") and not keeps_pages("llama-3.1-8b") and not keeps_pages(str(tmp_path))
+    purged = preload_environment({}, keep_pages=False, system="linux", find=found)
+    assert purged["MALLOC_CONF"] == PURGING != NO_PURGING
+    mine = preload_environment({"MALLOC_CONF": "narenas:2"}, keep_pages=False, system="linux", find=found)
     assert mine["MALLOC_CONF"] == "narenas:2"
 
 
@@ -107,8 +119,10 @@ def test_train_reexecutes_once_with_its_arguments():
     # the arguments reached the new process, and the single notice that it did not loop.
     done = _run(["-m", "caef_bench", "train", "--preset", "nope"], **_chosen_library())
     assert done.returncode == 2
-    assert done.stderr.count("training under jemalloc") == 1
+    assert done.stderr.count("training under jemalloc") == 1 and "pages kept" in done.stderr
     assert "unknown preset 'nope'" in done.stderr
+    other = _run(["-m", "caef_bench", "train", "--preset", "nope", "--base", "smollm2-135m"], **_chosen_library())
+    assert other.returncode == 2 and "unused pages handed back after ~10 s" in other.stderr
     kept = _run(["-m", "caef_bench", "train", "--preset", "nope"], **{CHOICE: "system"})
     assert kept.returncode == 2 and "jemalloc" not in kept.stderr
 

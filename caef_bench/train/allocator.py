@@ -24,15 +24,22 @@ KNOWN = ("jemalloc", "tcmalloc")  # allocators already preloaded (by the user, o
 # speed; without purging there are none, and a training step's working set recurs, so the peak is
 # all it ever holds. A MALLOC_CONF of the user's own is kept instead.
 NO_PURGING = "dirty_decay_ms:-1,muzzy_decay_ms:-1"
+# ... on the tiny tier's base, where that was measured. A larger base's steps free tensors of sizes that
+# change from step to step (SmolLM2's logits: tokens x 49,152, hundreds of MB each), and without purging
+# jemalloc kept every one: a SmolLM2 direct adapter grew ~280 MB a step, 9 GB in 24 steps, and was killed
+# for memory at 22.8 GB; with pages unused for ~10 s handed back it held 1.4-1.9 GB at the same speed
+# (docs/training.md). Every other base trains under this.
+PURGING = "dirty_decay_ms:10000,muzzy_decay_ms:10000"
 
 
-def preload_environment(environ: Mapping[str, str], *, system: str = sys.platform,
+def preload_environment(environ: Mapping[str, str], *, keep_pages: bool = True, system: str = sys.platform,
                         find: Callable[[str], str | None] = ctypes.util.find_library) -> dict | None:
     """The environment to re-execute the process in with jemalloc preloaded, or None to go on
     as it is: not Linux (LD_PRELOAD is the Linux loader's), the user chose the system allocator,
     a known allocator is already preloaded (so the re-executed process goes on), or jemalloc is
     not installed (`apt install libjemalloc2`). The user's own preloads stay, after it, and
-    jemalloc is told not to purge unless MALLOC_CONF says otherwise. ValueError when
+    jemalloc is told not to purge (`keep_pages`: the tiny tier's base, `keeps_pages`) or to purge
+    after ~10 s (any other base) unless MALLOC_CONF says otherwise. ValueError when
     CAEF_BENCH_ALLOCATOR names a library file that is not there."""
     choice = environ.get(CHOICE, "")
     if not system.startswith("linux") or choice.lower() == "system":
@@ -46,7 +53,19 @@ def preload_environment(environ: Mapping[str, str], *, system: str = sys.platfor
     library = choice if "/" in choice else find("jemalloc")
     if not library:
         return None
-    return {"MALLOC_CONF": NO_PURGING, **environ, "LD_PRELOAD": " ".join([library, *preloaded])}
+    return {"MALLOC_CONF": NO_PURGING if keep_pages else PURGING, **environ,
+            "LD_PRELOAD": " ".join([library, *preloaded])}
+
+
+def keeps_pages(base: str | None) -> bool:
+    """Whether a run on `base` (train's and train-curve's --base: None for the tiny tier's own, a
+    tier's name or a folder) trains with jemalloc's pages kept (`NO_PURGING`): the tiny tier's base
+    only, where that was measured; any other may grow without bound (`PURGING`)."""
+    if base is None or base == "tiny":
+        return True
+    from caef_bench.paths import TINY_CHECKPOINTS
+
+    return Path(base).resolve() == (TINY_CHECKPOINTS / "base").resolve()
 
 
 def relaunch_command(argv: list[str], program: str, python: str) -> list[str]:
@@ -58,17 +77,20 @@ def relaunch_command(argv: list[str], program: str, python: str) -> list[str]:
     return [python, "-m", "caef_bench", *argv]
 
 
-def reexecute_with_jemalloc(argv: list[str]) -> None:
+def reexecute_with_jemalloc(argv: list[str], base: str | None = None) -> None:
     """Replace this process by the same command with jemalloc preloaded, where
-    `preload_environment` says to; otherwise return and let the caller go on."""
+    `preload_environment` says to (its pages kept or purged as `keeps_pages(base)` says);
+    otherwise return and let the caller go on."""
     try:
-        environment = preload_environment(os.environ)
+        environment = preload_environment(os.environ, keep_pages=keeps_pages(base))
     except ValueError as error:  # before anything else runs: the CLI's one-line error and exit code
         print(f"caef-bench: error: {error}", file=sys.stderr)
         sys.exit(2)
     if environment is None:
         return
-    print(f"caef-bench: training under jemalloc ({environment['LD_PRELOAD'].split()[0]}; "
+    pages = {NO_PURGING: "pages kept", PURGING: "unused pages handed back after ~10 s"}.get(
+        environment["MALLOC_CONF"], f"MALLOC_CONF={environment['MALLOC_CONF']}")
+    print(f"caef-bench: training under jemalloc ({environment['LD_PRELOAD'].split()[0]}, {pages}; "
           f"{CHOICE}=system keeps the system allocator)", file=sys.stderr, flush=True)
     os.execve(sys.executable, relaunch_command(argv, sys.argv[0], sys.executable), environment)
 

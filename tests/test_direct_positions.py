@@ -123,6 +123,14 @@ def test_table1_states_each_direct_adapters_samples_as_a_share_of_its_budget(tmp
     manifest_path.write_text(json.dumps(manifest))
     [note] = direct_training_notes({"direct": {"cells": {}}}, {"direct": system})
     assert "(100.0% of 686,720)" in note and "lower bound" not in note and "position id 0" not in note
+    assert "At its whole budget" not in note  # no cells ran: nothing to say of them
+    # its whole budget and not one problem right: Table 1 says so (issue 61's other way out); one right, it does not
+    cells = {cell: {"n": 100, "correct": 0} for cell in ("add_5", "add_10")}
+    [note] = direct_training_notes({"direct": {"cells": cells}}, {"direct": system})
+    assert "At its whole budget add answered no problem of its cells" in note
+    cells["add_5"]["correct"] = 1
+    [note] = direct_training_notes({"direct": {"cells": cells}}, {"direct": system})
+    assert "At its whole budget" not in note
 
 
 def test_table1_runs_the_tiny_lora_direct_row_at_100_problems_per_cell_or_more():

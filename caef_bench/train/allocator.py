@@ -57,6 +57,18 @@ def preload_environment(environ: Mapping[str, str], *, keep_pages: bool = True, 
             "LD_PRELOAD": " ".join([library, *preloaded])}
 
 
+def missing_jemalloc_hint(environ: Mapping[str, str], *, system: str = sys.platform,
+                          find: Callable[[str], str | None] = ctypes.util.find_library) -> str | None:
+    """One line saying a run goes on under glibc's malloc because jemalloc is not installed, where that is why
+    (a fresh machine: a long run slows down step by step and nothing else would say so); None otherwise."""
+    if preload_environment(environ, system=system, find=find) is not None or not system.startswith("linux"):
+        return None
+    if environ.get(CHOICE) or environ.get("LD_PRELOAD"):
+        return None  # the user's choice, or a preload of theirs: not for us to second-guess
+    return ("caef-bench: jemalloc is not installed (apt install libjemalloc2): training under the C library's "
+            "malloc, whose long runs slow down as they go (docs/training.md)")
+
+
 def keeps_pages(base: str | None) -> bool:
     """Whether a run on `base` (train's and train-curve's --base: None for the tiny tier's own, a
     tier's name or a folder) trains with jemalloc's pages kept (`NO_PURGING`): the tiny tier's base
@@ -87,6 +99,9 @@ def reexecute_with_jemalloc(argv: list[str], base: str | None = None) -> None:
         print(f"caef-bench: error: {error}", file=sys.stderr)
         sys.exit(2)
     if environment is None:
+        hint = missing_jemalloc_hint(os.environ)
+        if hint:
+            print(hint, file=sys.stderr, flush=True)
         return
     pages = {NO_PURGING: "pages kept", PURGING: "unused pages handed back after ~10 s"}.get(
         environment["MALLOC_CONF"], f"MALLOC_CONF={environment['MALLOC_CONF']}")

@@ -236,6 +236,8 @@ def test_what_the_readme_says_of_the_committed_results_is_what_they_hold():
     smollm2_direct = systems["lora-direct-smollm2-135m"]["cells"]
     assert {cell: smollm2_direct[cell]["correct"] for cell in said} == said
     assert {stats["n"] for stats in smollm2_direct.values()} == {100}
+    assert "no add or sub at 50 digits" in text  # nor at 100: past the 1-10 digits it was trained on
+    assert all(smollm2_direct[f"{op}_{n}"]["correct"] == 0 for op in ("add", "sub") for n in (50, 100))
 
 
 def test_the_readme_quotes_the_recorded_main_job_time():

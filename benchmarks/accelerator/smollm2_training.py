@@ -25,7 +25,8 @@ in bf16: 2.4M LoRA parameters), CAEF first; `plan.json` (the probe, the budget, 
 loss curves and manifests). Every adapter stays under RUN/checkpoints for the evaluation call, which
 brings back those that did not fit (rest_<k>.tgz).
 
-evaluate: RUN/checkpoints put in place as checkpoints/smollm2-135m, then, each part stopped at its share
+evaluate: RUN/checkpoints put in place as checkpoints/smollm2-135m, and its direct adapters as the LoRA-direct
+row's own (checkpoints/smollm2-135m-direct/direct/<op>), then, each part stopped at its share
 of --minutes: Table 1's rows `caef-smollm2-135m` and `lora-direct-smollm2-135m` through lm-eval on
 every cell of the operators trained (N=--limit; the 100-digit ones are the trained lengths here), and
 Table 2's components on the same cells (`caef-bench run --suite table2`). OUT/evaluation.tgz has the
@@ -291,6 +292,23 @@ def train_main(args) -> int:
     return max(codes.values(), default=0)
 
 
+def put_direct_in_place(trained: Path) -> None:
+    """This call's direct adapters as lora-direct-smollm2-135m's: that row reads its own folder (its system
+    file's `checkpoints`), which holds the operators the tier has no CAEF adapters for, and links to the tier's
+    for the rest. An operator trained here replaces the row's, link or folder, so that the row scores what
+    this call trained."""
+    from caef_bench.evaluate.systems import load_systems
+
+    row = Path(load_systems()["lora-direct-smollm2-135m"].resolved_model_args()["checkpoints"]) / "direct"
+    for adapter in sorted(trained.iterdir()) if trained.is_dir() else []:
+        target = row / adapter.name
+        if target.is_symlink() or target.is_file():
+            target.unlink()
+        else:
+            shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(adapter, target)
+
+
 def evaluate_main(args) -> int:
     from caef_bench.data.testsets import table1_cells
     from caef_bench.paths import SMOLLM2_CHECKPOINTS
@@ -302,6 +320,7 @@ def evaluate_main(args) -> int:
     max_len = plan.get("max_len", args.max_len)
     shutil.rmtree(SMOLLM2_CHECKPOINTS, ignore_errors=True)
     shutil.copytree(run / "checkpoints", SMOLLM2_CHECKPOINTS)
+    put_direct_in_place(run / "checkpoints" / "direct")
     ops = sorted({p.name for p in (SMOLLM2_CHECKPOINTS / "aligners").iterdir()} & set(ALL_OPS))
     cells = [cell for cell in table1_cells() if cell.split("_")[0] in ops]
     within = [cell for cell in cells if cell.endswith("_1_10") or int(cell.rsplit("_", 1)[1]) <= max_len]

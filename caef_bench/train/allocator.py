@@ -61,10 +61,9 @@ def missing_jemalloc_hint(environ: Mapping[str, str], *, system: str = sys.platf
                           find: Callable[[str], str | None] = ctypes.util.find_library) -> str | None:
     """One line saying a run goes on under glibc's malloc because jemalloc is not installed, where that is why
     (a fresh machine: a long run slows down step by step and nothing else would say so); None otherwise."""
-    if preload_environment(environ, system=system, find=find) is not None or not system.startswith("linux"):
+    # a choice or a preload of the user's own is not for us to second-guess
+    if not system.startswith("linux") or environ.get(CHOICE) or environ.get("LD_PRELOAD") or find("jemalloc"):
         return None
-    if environ.get(CHOICE) or environ.get("LD_PRELOAD"):
-        return None  # the user's choice, or a preload of theirs: not for us to second-guess
     return ("caef-bench: jemalloc is not installed (apt install libjemalloc2): training under the C library's "
             "malloc, whose long runs slow down as they go (docs/training.md)")
 

@@ -47,6 +47,9 @@ def register(commands) -> None:
     train.add_argument("--curriculum-steps", type=int, help="override the base steps over which operand lengths grow to max")
     train.add_argument("--adapter-init", help="train each adapter further, starting from the one of the same name "
                                               "in this folder (official layout, e.g. checkpoints/tiny)")
+    train.add_argument("--adapter-init-op", metavar="OP",
+                       help="with --adapter-init: start every adapter from that folder's adapter of OP, a sibling "
+                            "machine's (lt and eq from gt: the same tapes and verdict register)")
     train.add_argument("--share", action="append", metavar="NAME=X",
                        help="X of each adapter's draws from NAME, over its plan's (repeatable, or NAME=X,NAME=X); "
                             "of the draws: " + _shares("draws") + "; of a part of them: " + _shares(None)
@@ -110,10 +113,12 @@ def run(args: argparse.Namespace) -> int:
         progress=not args.quiet, command=args.command_line, device=args.device,
         workers=args.workers, precision=args.precision, micro_batch_tokens=args.micro_batch_tokens,
         base_init=Path(args.base_init) if args.base_init else None,
-        adapter_init=Path(args.adapter_init) if args.adapter_init else None,
+        adapter_init=Path(args.adapter_init) if args.adapter_init else None, adapter_init_op=args.adapter_init_op,
         direct_position_scheme=args.direct_position_scheme, anonymous_cells=args.anonymous_cells,
         anonymous_digits=args.anonymous_digits,
     )
+    if args.adapter_init_op and not args.adapter_init:
+        raise ValueError("--adapter-init-op names an adapter in the --adapter-init folder: pass --adapter-init too")
     if args.preset != "tiny" and not args.base:
         raise ValueError(f"preset {args.preset!r} trains adapters on a given base: pass --base PATH")
     check_draws(request)

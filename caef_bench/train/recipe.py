@@ -56,6 +56,9 @@ class TrainRequest:
     tiny_shape: object = None  # a TinyShape for the tiny base (default: TinyShape())
     base_init: Path | None = None  # start the tiny base's pre-training from these weights, not a random init
     adapter_init: Path | None = None  # start each adapter from the one of the same name in this folder (official layout)
+    # ... or from the one of this operator there: a sibling machine's (LESS_THAN and EQUAL from GREATER_THAN share
+    # their tapes, heads and verdict register; only the verdict's rule differs)
+    adapter_init_op: str | None = None
     command: str = "caef_bench.train.recipe.run_training"  # recorded in every manifest
     device: str | None = None  # default: cuda when available, else cpu
     workers: int = 0  # processes building batches ahead of training (worth it on an accelerator)
@@ -361,6 +364,14 @@ def _init_adapter(peft_model, folder: Path | None, kind: str, op: str):
     return _lineage(source)
 
 
+def _init_source(request: TrainRequest, kind: str) -> str | None:
+    """The folder a further round starts from, as its run plan records it (and the sibling's adapter, if any)."""
+    if request.adapter_init is None:
+        return None
+    sibling = f" ({KIND_FOLDERS[kind]}/{request.adapter_init_op})" if request.adapter_init_op else ""
+    return f"{request.adapter_init}{sibling}"
+
+
 def adapter_seed(seed: int, kind: str, op: str) -> int:
     """The seed of one adapter's LoRA initialisation. Without it the initialisation would follow
     from whatever drew random numbers before in the process (the base, earlier adapters), so a
@@ -386,7 +397,7 @@ def _new_adapter(model, request: TrainRequest, recipe: Preset, kind: str, op: st
                         lora_dropout=0.0, task_type="CAUSAL_LM")
     torch.manual_seed(adapter_seed(request.seed, kind, op))  # peft draws lora_A from the global generator
     peft_model = get_peft_model(model, config)
-    return peft_model, _init_adapter(peft_model, request.adapter_init, kind, op)
+    return peft_model, _init_adapter(peft_model, request.adapter_init, kind, request.adapter_init_op or op)
 
 
 def _train_stages(peft_model, codec, request: TrainRequest, recipe: Preset, kind: str, op: str, folder: Path):
@@ -400,7 +411,7 @@ def _train_stages(peft_model, codec, request: TrainRequest, recipe: Preset, kind
         plan = RunPlan(steps=steps, lr=recipe.lr, warmup=min(20, steps // 10), decay=recipe.decay,
                        data={"data": source.fingerprint, "seed": request.seed, "batch": batch, "positions": codec.scheme,
                              **adapter_identity(recipe),
-                             "initialised_from": str(request.adapter_init) if request.adapter_init else None,
+                             "initialised_from": _init_source(request, kind),
                              # (only when on, so that the runs trained before the gate resume as they were)
                              **_gate_flags(request, kind), **_offsets(recipe)})
         result = train(peft_model, _batches(source, batch, codec, micro_tokens, recipe.position_offsets), runs, plan,

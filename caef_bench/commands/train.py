@@ -76,6 +76,9 @@ def register(commands) -> None:
                        help="the ids the LoRA-direct adapters train with, whatever the base's (default standard, "
                             "the paper's; another is its own system, not the paper's row)")
     adapter_arguments(train)
+    train.add_argument("--processes", type=int, default=1, metavar="N",
+                       help="train the adapters in N processes side by side, each a share of them into the same "
+                            "--out (for a GPU one process cannot fill; the base, if trained, first)")
     train.add_argument("--quiet", action="store_true")
     # jemalloc before torch is imported: the allocator is fixed when a process starts (train.allocator)
     train.set_defaults(handler=run, reexecute_with_jemalloc=True)
@@ -122,6 +125,13 @@ def run(args: argparse.Namespace) -> int:
     if args.preset != "tiny" and not args.base:
         raise ValueError(f"preset {args.preset!r} trains adapters on a given base: pass --base PATH")
     check_draws(request)
+    if args.processes > 1:
+        from caef_bench.train.processes import train_in_processes
+
+        adapters = [(kind, op) for kind, chosen in (("executor", request.executors), ("aligner", request.aligners),
+                                                    ("direct", request.direct)) for op in chosen]
+        return train_in_processes(args.command_line, adapters, args.processes,
+                                  train_base=args.preset == "tiny" and not args.base)
     summary, code = stoppable(lambda: run_training(request))
     if summary is None:
         return code

@@ -1,4 +1,4 @@
-"""The diagnosis tools that read the gate's and the evaluation's output back (benchmarks/diagnosis/): the
+"""The diagnosis tools that read the gate's and the evaluation's output back (lab/diagnosis/): the
 docs' tables of wrong steps and of two weights' records side by side are printed by them, so what they
 count must be what the gate and the tables count."""
 
@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _module(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks/diagnosis" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, ROOT / "lab/diagnosis" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

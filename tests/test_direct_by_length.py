@@ -1,4 +1,4 @@
-"""benchmarks/diagnosis/direct_by_length.py: a direct adapter read below exact match, length by length."""
+"""lab/diagnosis/direct_by_length.py: a direct adapter read below exact match, length by length."""
 
 import importlib.util
 import json
@@ -11,7 +11,7 @@ from caef_bench.train.recipe import TrainRequest
 from micro_model import micro_tiny_base  # noqa: F401  (pytest fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("direct_by_length", ROOT / "benchmarks/diagnosis/direct_by_length.py")
+_spec = importlib.util.spec_from_file_location("direct_by_length", ROOT / "lab/diagnosis/direct_by_length.py")
 BY_LENGTH = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(BY_LENGTH)
 

@@ -1,10 +1,10 @@
-"""benchmarks/diagnosis/draw_shapes.py: which operand pairs count as a run against a shorter operand."""
+"""lab/diagnosis/draw_shapes.py: which operand pairs count as a run against a shorter operand."""
 
 import importlib.util
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("draw_shapes", ROOT / "benchmarks/diagnosis/draw_shapes.py")
+_spec = importlib.util.spec_from_file_location("draw_shapes", ROOT / "lab/diagnosis/draw_shapes.py")
 draw_shapes = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(draw_shapes)
 

@@ -1,4 +1,4 @@
-"""The every-step gate (benchmarks/diagnosis/long_sum_tops.py): which steps of which runs it asks an executor.
+"""The every-step gate (lab/diagnosis/long_sum_tops.py): which steps of which runs it asks an executor.
 The one-step gate passed adapters that broke end to end, so this gate decides what ships; a step it
 skipped would pass unseen."""
 
@@ -10,7 +10,7 @@ import pytest
 from caef_bench.machines import run
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("long_sum_tops", ROOT / "benchmarks/diagnosis/long_sum_tops.py")
+_spec = importlib.util.spec_from_file_location("long_sum_tops", ROOT / "lab/diagnosis/long_sum_tops.py")
 GATE = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(GATE)
 

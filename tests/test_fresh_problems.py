@@ -1,4 +1,4 @@
-"""The whole-problem check (benchmarks/diagnosis/fresh_problems.py): the cases it asks an adapter are every
+"""The whole-problem check (lab/diagnosis/fresh_problems.py): the cases it asks an adapter are every
 call CAEF makes to it on a problem, so a problem it scores right is one end to end gets right from it."""
 
 import importlib.util
@@ -8,7 +8,7 @@ from pathlib import Path
 from caef_bench.data.testsets import render_expr, solve
 from caef_bench.machines import run
 
-DIAGNOSIS = Path(__file__).resolve().parents[1] / "benchmarks/diagnosis"
+DIAGNOSIS = Path(__file__).resolve().parents[1] / "lab/diagnosis"
 sys.path.insert(0, str(DIAGNOSIS))  # it reads adapters as training_progress.py does, from beside it
 _spec = importlib.util.spec_from_file_location("fresh_problems", DIAGNOSIS / "fresh_problems.py")
 FRESH = importlib.util.module_from_spec(_spec)

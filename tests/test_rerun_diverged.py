@@ -1,4 +1,4 @@
-"""benchmarks/diagnosis/rerun_diverged.py: only the runs that left the machine's course are solved again,
+"""lab/diagnosis/rerun_diverged.py: only the runs that left the machine's course are solved again,
 and a run whose outcome or answer is not what was recorded is reported as changed."""
 
 import importlib.util
@@ -9,7 +9,7 @@ from caef_bench.runtime.oracle import OracleModel
 from caef_bench.runtime.records import Divergence
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("rerun_diverged", ROOT / "benchmarks/diagnosis/rerun_diverged.py")
+_spec = importlib.util.spec_from_file_location("rerun_diverged", ROOT / "lab/diagnosis/rerun_diverged.py")
 rerun_diverged = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(rerun_diverged)
 

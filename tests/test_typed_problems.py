@@ -1,10 +1,10 @@
-"""benchmarks/diagnosis/typed_problems.py: direct adapters asked what a person would type, each answer computed."""
+"""lab/diagnosis/typed_problems.py: direct adapters asked what a person would type, each answer computed."""
 
 import importlib.util
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("typed_problems", ROOT / "benchmarks/diagnosis/typed_problems.py")
+_spec = importlib.util.spec_from_file_location("typed_problems", ROOT / "lab/diagnosis/typed_problems.py")
 TYPED = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(TYPED)
 

@@ -29,7 +29,7 @@ which has n + 1 digits (the only fields of 101 cells in a 100-digit run): the la
 two ADD calls, and LEFT_MASK's first step and its last three, of the sub_<n> test problems. Drawn
 uniformly, about one case in a hundred reaches them; round 2's weights passed every other cell at
 99.3% or more and still broke one 100-digit subtraction in ten, random ones, there
-(docs/research/structured-operands-log.md).
+(lab/research/structured-operands-log.md).
 
 `measure_tier` is `caef-bench onestep` (resumable results in onestep.md and onestep.json);
 `one_step_check` is the measurement training records in each adapter's manifest.

@@ -3,8 +3,7 @@
 A correct run makes one model call per step (`engine.reference_steps`), and speculative decoding
 verifies each in one forward pass over the step's prompt and output; so a problem's work is the sum
 over its steps of the FLOPs of a pass over that many tokens. The benchmarks compare measured speed
-with it (benchmarks/bench_throughput.py) and size an accelerator call by it
-(benchmarks/accelerator/full_evaluation.py).
+with it (benchmarks/bench_throughput.py), and it sizes an evaluation before it runs on an accelerator.
 """
 
 from __future__ import annotations

@@ -152,7 +152,7 @@ class HFStepModel:
     def set_anonymous_cells(self, adapters, digits=()) -> None:
         """Run exactly these adapters with anonymous tape cells from now on, and `digits` (names, or name ->
         "all" or "expressions") with anonymous plain digits as well (the manifests' at loading; a
-        diagnosis's counterfactual: benchmarks/diagnosis/executor_attention.py, component_cells.py)."""
+        diagnosis's counterfactual: lab/diagnosis/executor_attention.py, component_cells.py)."""
         self.anonymous_digits = dict(digits) if isinstance(digits, dict) else {name: "all" for name in digits}
         self.anonymous_cells = frozenset(adapters) | frozenset(self.anonymous_digits)
         if self.anonymous_cells and self._cell_gate is None:

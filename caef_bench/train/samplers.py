@@ -1,7 +1,7 @@
 """The named samplers of executor training draws: each draws a kind of step that the protocol's draw
 (uniform over length classes, random operands) holds too rarely for a model to learn it, and that a
 measured failure of the tiny tier pointed at. An adapter's mix (train.mix) says what share of its
-draws each one makes; docs/research/samplers-history.md tells the rounds that found each.
+draws each one makes; lab/research/samplers-history.md tells the rounds that found each.
 
 A sampler is `draw(source, op, rng, longest, chances) -> sample`: source the MachineSource (its
 max_len, excluded expressions, length classes), longest the curriculum's longest operand, chances

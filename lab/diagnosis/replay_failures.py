@@ -1,0 +1,74 @@
+"""The failed runs of one evaluation, asked again of candidate weights: first the step each run broke at
+(the machine's input there, which the runtime saw exactly until that step), then, with --end-to-end, the
+whole problem solved again, traced. A candidate that mends a step may break another, so this screens
+candidates; it is no evaluation (that is the whole cell, `caef-bench run`).
+
+    python lab/diagnosis/replay_failures.py work/records/tiny-<weights> --checkpoints A,B
+        [--cells 'rep_sub_*'] [--end-to-end DIR]
+
+Records of an accelerator call (records.tgz, step texts dropped) are enough: each failed record keeps its
+expression and its first divergence.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+from collections import defaultdict
+from pathlib import Path
+
+from caef_bench.evaluate.scoring import is_correct
+from caef_bench.runtime import Problem, ProblemRecord, load_records, reference_steps, solve_to_file
+from caef_bench.runtime.hf import load_step_model
+from long_sum_tops import step_right  # this folder: the one reading of a right step
+
+
+def failed_records(records: Path, cells: str) -> list[ProblemRecord]:
+    return [record for path in sorted(records.glob("caef_*.jsonl"))
+            if any(fnmatch.fnmatch(path.stem[len("caef_"):], pattern) for pattern in cells.split(","))
+            for record in load_records(path) if not is_correct(record)]
+
+
+def broken_steps(records: list[ProblemRecord]) -> dict[str, list[tuple[str, str, str]]]:
+    """adapter -> (problem id, the machine's input, the machine's output) at each run's first divergence."""
+    steps = defaultdict(list)
+    for record in records:
+        divergence = record.first_divergence
+        if divergence is None:  # an error before any model call (a problem outside the machines)
+            continue
+        step = list(reference_steps(record.expr))[divergence.step]
+        if step.output != divergence.expected:
+            raise ValueError(f"{record.id}: the records were not made on this machine text")
+        steps[divergence.adapter].append((record.id, step.input, step.output))
+    return steps
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("records", type=Path)
+    parser.add_argument("--checkpoints", required=True, help="comma-separated adapter folders (tiny tier)")
+    parser.add_argument("--cells", default="*", help="comma-separated cell patterns")
+    parser.add_argument("--end-to-end", type=Path, help="also solve the failed problems again, records here")
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args()
+    failed = failed_records(args.records, args.cells)
+    steps = broken_steps(failed)
+    print(f"{len(failed)} failed runs in {args.records}")
+    for checkpoints in args.checkpoints.split(","):
+        model = load_step_model("tiny", checkpoints, device=args.device)
+        for adapter, rows in sorted(steps.items()):
+            outputs = model.generate([prompt for _, prompt, _ in rows], adapter)
+            # the step as the runtime takes it (step_right), against the machine's
+            still = [pid for (pid, _, expected), out in zip(rows, outputs) if not step_right(out.text, expected)]
+            print(f"{checkpoints}  {adapter}: the broken step right in {len(rows) - len(still)} of {len(rows)}"
+                  + (f"; still wrong: {' '.join(still)}" if still else ""), flush=True)
+        if args.end_to_end:
+            path = args.end_to_end / f"{Path(checkpoints).name}.jsonl"
+            solved = solve_to_file([Problem(r.id, r.expr, r.target) for r in failed], model, path, mode="traced")
+            right = [r for r in solved if is_correct(r)]
+            print(f"{checkpoints}  end to end: {len(right)} of {len(solved)} failed problems now right "
+                  f"(records: {path})", flush=True)
+
+
+if __name__ == "__main__":
+    main()

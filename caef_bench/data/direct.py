@@ -42,7 +42,7 @@ def direct_samples(problems: Iterable[Mapping]) -> list[dict]:
     ]
 
 
-# The LoRA-direct draws follow the test protocol (issue 61). Drawn uniformly over (len a, len b)
+# The LoRA-direct draws follow the test protocol. Drawn uniformly over (len a, len b)
 # pairs, as the executors' classes are, two operands of one length (every test cell's) were 1% of
 # the draws and an equal-length 5-digit addition one in ten thousand: the shipped direct adapters
 # learnt no addition at all. Here every problem is drawn as a Table 1 cell draws its own

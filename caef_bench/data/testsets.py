@@ -12,7 +12,7 @@ Table 1 cells (1000 problems each):
   pairs. ``mul_1_10``: a has 1-10 digits, b in [1, 15]. ``div_1_10``: quotient
   in [1, 15], divisor with 1-10 digits.
 
-Long cells (beyond the paper's 100 digits; issue 66):
+Long cells (beyond the paper's 100 digits):
   ``<op>_<n>`` for op in add, sub, gt, lt, eq and n in 200, 500, 1000, drawn exactly as
   Table 1's length cells are (equal lengths, sub a >= b, eq half equal pairs), with fewer
   problems as a problem's tokens grow with n (``LONG_SIZES``). ``length_records`` draws

@@ -1,4 +1,4 @@
-"""Accuracy against operand length past the paper's 100 digits (issue 66): where a tier stops, and why.
+"""Accuracy against operand length past the paper's 100 digits: where a tier stops, and why.
 
     python -m caef_bench.evaluate.long_operands --beyond-tier-limits --ops add,gt --lengths 101,105,110 --n 20
     python -m caef_bench.evaluate.long_operands --machines-only      # the exact machines on the long cells
@@ -41,8 +41,8 @@ RECORDS_DIR = Path("work/long_operands")
 TABLE1_CAEF = Path("results/table1_caef.json")
 RESEARCH_FLAG = "--beyond-tier-limits"
 
-# The literature's length generalisation, as issue 66 states it: (method, task, trained on, reported at).
-# Figures are the issue's; nothing here is measured by this suite.
+# The literature's length generalisation: (method, task, trained on, reported at).
+# Figures are the papers' as reported; nothing here is measured by this suite.
 ANCHORS = (
     {"method": "Abacus embeddings (McLeish et al. 2024)", "task": "addition", "trained_digits": 20,
      "reported_digits": 100, "reported": "~99% at 100 digits"},

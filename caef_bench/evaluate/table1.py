@@ -221,7 +221,8 @@ def trained_samples(adapter_folder: Path) -> int | None:
 
 def direct_draw(adapter_folder: Path) -> str | None:
     """How a direct adapter's problems were drawn, from its manifest's data fingerprint: the DirectDraw
-    name ("protocol", "protocol:5") or "classes" (the executors' length classes, before issue 61)."""
+    name ("protocol", "protocol:5") or "classes" (uniform over the executors' length classes: the draw of
+    checkpoints/tiny/direct/)."""
     path = adapter_folder / "manifest.json"
     if not path.is_file():
         return None
@@ -300,10 +301,10 @@ def direct_training_notes(results: dict, systems: dict[str, System]) -> list[str
                      f"learning curve, results/lora_direct_curve.md; what it has learnt, place by place: "
                      f"docs/lora-direct.md).")
         if classes:
-            note += (f" Drawn by `classes` ({', '.join(classes)}): uniform over pairs of operand lengths, as before "
-                     f"issue 61, so two operands of one length, every test cell's kind, were about 1% of the draws; "
+            note += (f" Drawn by `classes` ({', '.join(classes)}): uniform over pairs of operand lengths, "
+                     f"so two operands of one length, every test cell's kind, were about 1% of the draws; "
                      f"on problems of one length the same LoRA learns 5-digit addition (results/direct_capacity.md), "
-                     f"and `benchmarks/accelerator/direct_adapters.py` retrains these on the protocol's draws "
+                     f"and `lora-direct-tiny-protocol` is the same LoRA on the protocol's draws "
                      f"(docs/lora-direct.md).")
         if coupled:
             note += (f" Under coupled ids ({', '.join(coupled)}) every digit of a direct prompt has position id 0: "

@@ -108,8 +108,8 @@ def finding(document: dict) -> str:
             + f"whole states stay limited to {limit} digits. Past {stride - 1} digits its coupled position ids "
             f"run out ({stride} a field): a whole 200-, 500- or 1,000-digit state cannot be addressed at all. The exact machines "
             f"answer {machine_right} of {machine_n} long problems (200 to 1,000 digits) right. Next: a base and "
-            f"adapters trained with fields of 1,024 ids and position ids at random offsets "
-            f"(benchmarks/accelerator/long_operand_tier.py), on an accelerator.")
+            f"adapters trained with fields of 1,024 ids and position ids at random offsets, on an accelerator "
+            f"(docs/long-operands.md).")
 
 
 def long_operands_markdown(document: dict) -> str:
@@ -165,7 +165,7 @@ def long_operands_markdown(document: dict) -> str:
         "them reads (a 1,000-digit sub calls the add executor inside its composer).", "",
         pd.DataFrame(machine_rows).to_markdown(index=False) if machine_rows else "(not run)", "",
         "### Beside the literature", "",
-        "Length generalisation as issue 66 states it for the anchors (their figures, not measured here):", "",
+        "Length generalisation as the anchors report it (their figures, not measured here):", "",
         pd.DataFrame(anchors).to_markdown(index=False), "",
         f"The {document['tier']} tier trains its coupled ids from the same offset (0) at every length, so no id "
         f"past its longest training field is ever seen; both anchors train with position ids at random offsets "
@@ -180,8 +180,9 @@ def long_operands_markdown(document: dict) -> str:
         "random offset, so no cell is found by its distance from the segment's start), from operands of at most "
         "100 digits, index hints for the aligners as now; the base too, since the weights read the next field's "
         "cell at the fixed offset of their stride (the single steps above). "
-        "`benchmarks/accelerator/long_operand_tier.py` is that call: the base pre-trained further, the length "
-        "operators' adapters from the shipped ones, then these probes at 200, 500 and 1,000 digits. If that "
+        "That is two `caef-bench train` commands on an accelerator (docs/long-operands.md): the base pre-trained "
+        "further, then the length operators' adapters from the shipped ones, then these probes at 200, 500 and "
+        "1,000 digits. If that "
         "falls short, train on longer operands too (a 1,000-digit add state is over 3,000 tokens). Its cost at "
         "inference is in results/bench_length.md. Until then the tier runs whole states up to "
         f"{document['limit_digits']} digits, add and the comparisons windowed past them, and `caef-bench solve` "

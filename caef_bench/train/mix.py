@@ -174,7 +174,7 @@ def parse(items: list[str] | None) -> dict[str, float]:
 
 # --------------------------------------------------------------------------- the shares before the mix
 
-# Before the mix (issue 63) an adapter's draws were set by 17 `<name>_share` settings that the draw
+# Before the mix an adapter's draws were set by 17 `<name>_share` settings that the draw
 # applied one after another, each a chance once those before it were not drawn: `top_steps_share` 0.6
 # after `nines_share` 0.15 made 51% of the draws. The manifests of the shipped adapters, and the
 # commands recorded in them, hold those settings; `from_sequential` gives the mix that draws the same.

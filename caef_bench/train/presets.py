@@ -46,7 +46,7 @@ class Preset:
     target_modules: str | tuple[str, ...] = "all-linear"
     adapter: str = "lora"  # "lora" (lora_r, lora_alpha on target_modules) or "full": every weight of the base trained
     # LoRA-direct adapters: how their problems are drawn (data.direct.DirectDraw: "protocol", "protocol:<digits>"),
-    # or "classes": uniform over the executors' length classes, as the direct adapters before issue 61 were
+    # or "classes": uniform over the executors' length classes, as checkpoints/tiny/direct/ was drawn
     direct_draw: str = "protocol"
     # The tiny base's pre-training as phases (used unless base_steps, base_lr or curriculum_steps
     # are overridden, which make it one run of base_steps); its draws are uniform over the length
@@ -111,8 +111,8 @@ def preset_overrides(settings: Mapping[str, object]) -> dict:
 # What each shipped tiny adapter was trained on, summed over its rounds (the chain of
 # `initialised_from` in its manifest): its samples, the highest peak learning rate of its rounds
 # (a fresh LoRA learns less at the peak of the largest one), the mix of its last round and the ids
-# it was trained with (tests/test_presets.py checks these against checkpoints/tiny): since issue 36
-# the structured-operand rebuild's rounds on top of the earlier ones, every aligner under index
+# it was trained with (tests/test_presets.py checks these against checkpoints/tiny): since the
+# structured-operand rebuild, its rounds on top of the earlier ones, every aligner under index
 # hints. The preset trains each adapter once on this (TINY_ADAPTER_PLANS, below).
 # The mixes are fractions of each adapter's draws (train.mix); the manifests record the same draws
 # in the sequential shares of their time (mix.from_sequential: executor_add's top_steps_share 0.6,
@@ -120,7 +120,7 @@ def preset_overrides(settings: Mapping[str, object]) -> dict:
 # (tests/test_sampler_draws.py). Left of the draws: the protocol's draw on random operands.
 _LENGTHS = {"equal": 0.25, "short": 0.15, "long": 0.5}  # of the draws from length classes
 _ALIGNER_LENGTHS = {"equal": 0.25, "short": 0.15}
-_HINTS = "coupled-hints"  # index hints: every aligner of the structured-operand rebuild (issue 36)
+_HINTS = "coupled-hints"  # index hints: every aligner of the structured-operand rebuild
 SHIPPED_ROUNDS = {
     "executor_add": {"samples": 513_600, "lr": 0.0005, "mix": {
         "nines": 0.15, "top_steps": 0.51, "wide": 0.068, "sub_calls": 0.1088, "carry_runs": 0.06528,
@@ -189,7 +189,7 @@ TINY_BASE_PHASES = (BasePhase(samples=3_678 * 128, lr=1e-3, curriculum_samples=1
                     BasePhase(samples=2_800 * 128, lr=5e-4))
 
 # The smollm2 preset (below). The paper's 5e-5 is for LLaMA 3.1-8B; a LoRA on a 135M model learns far less a
-# step at that rate. A sweep on this model (benchmarks/smollm2_lr_sweep.py, executor_add, 1-10 digits, batches
+# step at that rate. A sweep on this model (benchmarks/bench_smollm2_lr_sweep.py, executor_add, 1-10 digits, batches
 # of 8 fresh samples, so each step's loss is on samples it has not seen; docs/smollm2.md) had, after 15
 # steps, loss 0.92 at 2e-4 and 0.17 at 3e-3 (1e-3: 0.56 after 10, where 3e-3 had 0.28 and 2e-4 1.11).
 SMOLLM2_LR = 3e-3
@@ -214,8 +214,8 @@ PRESETS = {
     # SmolLM2-135M-Instruct (`--base smollm2-135m`): the paper's recipe on a real pretrained LLM, its
     # own BPE tokenizer and ordinary positions: LoRA r=8, alpha=16 on every linear layer, stage 1
     # (explanation + worked example) then stage 2 (bare transitions). Sized for the CPU path, operands
-    # of 1-10 digits (benchmarks/accelerator/smollm2_training.py runs it at 1-100 digits with its own
-    # budgets): stage 1 is short, its prompts are ~700 tokens of explanation, five times a 10-digit
+    # of 1-10 digits (on a GPU, `--max-len 100` and more --stage2-steps for 1-100 digits): stage 1 is
+    # short, its prompts are ~700 tokens of explanation, five times a 10-digit
     # transition; stage 2 gets the samples. lr: SMOLLM2_LR (why: its comment).
     # Equal-length operands and, for gt, equal and one-digit-apart pairs get extra weight, as on the
     # tiny tier: every test cell has operands of one length, and gt decides at the first digits that differ.

@@ -63,7 +63,7 @@ def main() -> None:
         return
     lengths = [int(n) for n in args.lengths.split(",")]
     limit = TIER_LIMITS[args.model].max_digits
-    window_past = limit if args.windowed else None
+    windowing = TIER_LIMITS[args.model].windowing if args.windowed else None
     if args.windowed and args.op not in WINDOWED_OPS:
         parser.error(f"--windowed runs {', '.join(WINDOWED_OPS)}, not {args.op}")
     if args.windowed:
@@ -80,7 +80,7 @@ def main() -> None:
         model.stats = DecodeStats()
         for problem in problems:
             start = time.perf_counter()
-            [record] = solve_batch([problem], model, mode="free", batch_size=1, window_past=window_past)
+            [record] = solve_batch([problem], model, mode="free", batch_size=1, windowing=windowing)
             seconds += time.perf_counter() - start
             calls += record.n_steps
             right += is_correct(record)

@@ -67,13 +67,14 @@ def test_every_tier_has_limits():
     assert set(TIERS) == set(TIER_LIMITS)
 
 
+class NeverCalled:
+    fingerprint = "none"
+
+    def generate(self, prompts, adapter):
+        raise AssertionError("a model call was made for an expression the tier cannot run")
+
+
 def test_the_caef_lm_eval_model_refuses_before_solving_anything():
-    class NeverCalled:
-        fingerprint = "none"
-
-        def generate(self, prompts, adapter):
-            raise AssertionError("a model call was made for an expression the tier cannot run")
-
     model = CaefLM(step_model=NeverCalled())
     requests = [Instance("generate_until", {}, (context, {"until": ["\n"]}), idx=i)
                 for i, context in enumerate(["45+67=", "3" * 120 + "-1="])]
@@ -82,10 +83,44 @@ def test_the_caef_lm_eval_model_refuses_before_solving_anything():
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["solve", "45+67=", "--model", "gpt-7"], "unknown tier 'gpt-7'"),
+    (["solve", "45+67=", "--tier", "gpt-7"], "unknown tier 'gpt-7'"),
     (["solve", "45^67="], "unknown operator"),
 ])
 def test_unknown_tier_and_operator_are_one_line_exit_2(capsys, argv, message):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("expr, named", [
+    ("1" * 5000 + "+1=", "the tiny tier supports add operands of at most 1000 digits run a window at a time (got 5000)"),
+    ("1 - " + "2" * 5000, "the tiny tier supports sub operands of at most 100 digits (got 5000)"),
+    ("9" * 4400 + "//7=", "the tiny tier supports div operands of at most 12 digits (got 4400)"),
+])
+def test_operands_longer_than_python_reads_name_the_tiers_limit(capsys, expr, named):
+    assert main(["solve", expr]) == 2
+    err = capsys.readouterr().err
+    assert named in err and err.count("\n") == 1
+    assert "Exceeds the limit" not in err and "Traceback" not in err
+
+
+def test_the_caef_lm_eval_model_refuses_a_5000_digit_operand_by_the_tiers_limit():
+    model = CaefLM(step_model=NeverCalled())
+    requests = [Instance("generate_until", {}, ("5" * 5000 + "==5=", {"until": ["\n"]}), idx=0)]
+    with pytest.raises(BeyondTierError, match="at most 1000 digits run a window at a time"):
+        model.generate_until(requests)
+
+
+def test_smollm2_runs_whole_states_to_its_trained_10_digits_and_add_and_comparisons_windowed_past_them():
+    tier = "smollm2-135m"
+    for expr in ["9999999999-1=", "1234567890*15=", "6" * 60 + "+" + "7" * 60 + "=", "1" * 100 + ">" + "2" * 99 + "="]:
+        check_supported(tier, expr)
+    for expr, named in [("1" * 11 + "-1=", "sub operands of at most 10 digits (got 11)"),
+                        ("1" * 11 + "==1=", None), ("1" * 101 + "+1=", "add operands of at most 100 digits run a "
+                                                                         "window at a time (got 101)")]:
+        if named is None:
+            check_supported(tier, expr)
+            continue
+        with pytest.raises(BeyondTierError, match="the smollm2-135m tier supports") as error:
+            check_supported(tier, expr)
+        assert named in str(error.value)

@@ -2,6 +2,7 @@
 at a time, the model writing every digit; the runtime only cuts and joins text."""
 
 import random
+import re
 from dataclasses import replace
 
 import pytest
@@ -11,8 +12,12 @@ from caef_bench.machines.aligner import align_input, align_output
 from caef_bench.machines.text import Snapshot
 from caef_bench.runtime import Problem, solve_batch
 from caef_bench.runtime.oracle import OracleModel
-from caef_bench.runtime.windowed import (BACK, CHUNK, WIDTH, cut, input_chunks, join_answer, join_start, output_chunks,
-                                         reference_calls, splice, window_of)
+from caef_bench.models.limits import TIER_LIMITS
+from caef_bench.runtime.windowed import (cut, input_chunks, join_answer, join_start, output_chunks, reference_calls,
+                                         splice, window_of)
+
+TINY = TIER_LIMITS["tiny"].windowing
+BACK, CHUNK, WIDTH = TINY.back, TINY.chunk, TINY.width
 
 RNG = random.Random(66)
 # What a person pastes: round numbers, runs of nines, operands of two lengths, equal and near pairs
@@ -33,8 +38,8 @@ TYPED = [
 class MachineWindows:
     """A step model answering each windowed call as the machines would (runtime.windowed.reference_calls)."""
 
-    def __init__(self, exprs, corrupt=None):
-        self.table = {(adapter, prompt): output for expr in exprs for adapter, prompt, output in reference_calls(expr)}
+    def __init__(self, exprs, corrupt=None, shape=TINY):
+        self.table = {(adapter, prompt): output for expr in exprs for adapter, prompt, output in reference_calls(expr, shape)}
         self.corrupt = corrupt or (lambda adapter, prompt, output: output)
         self.prompts = []
 
@@ -55,9 +60,10 @@ def truth(expr):
 
 def test_typed_long_problems_run_windowed_to_the_right_answer_with_prompts_of_bounded_size():
     model = MachineWindows(TYPED)
-    records = solve_batch([Problem(str(i), e) for i, e in enumerate(TYPED)], model, mode="traced", window_past=100)
+    records = solve_batch([Problem(str(i), e) for i, e in enumerate(TYPED)], model, mode="traced", windowing=TINY)
     for expr, record in zip(TYPED, records):
         assert (record.outcome, record.answer, record.first_divergence) == ("answered", truth(expr), None), expr
+        assert record.windowed == {"width": WIDTH, "back": BACK, "chunk": CHUNK}  # the record says how it ran
         assert record.final == expr + truth(expr)
     # every prompt is a window or a chunk: its length does not grow with the operands'
     assert max(len(p) for p in model.prompts) < 12 * max(WIDTH, CHUNK)
@@ -65,7 +71,7 @@ def test_typed_long_problems_run_windowed_to_the_right_answer_with_prompts_of_bo
 
 def test_operands_within_the_fields_still_run_on_whole_states():
     expr = "9" * 100 + "+1="
-    record = solve_batch([Problem("p", expr)], OracleModel(), mode="traced", window_past=100)[0]
+    record = solve_batch([Problem("p", expr)], OracleModel(), mode="traced", windowing=TINY)[0]
     assert record.answer == truth(expr) and record.steps[0].input == expr  # aligner (I) read the whole expression
 
 
@@ -73,7 +79,7 @@ def test_a_window_spliced_back_is_the_machines_next_state():
     machine_run = run("add", int("9" * 200), int("1" + "0" * 150))
     for i in range(len(machine_run)):
         whole, after = machine_run.snapshot(i), machine_run.snapshot(i + 1)
-        shown, window = window_of(whole.state)
+        shown, window = window_of(whole.state, TINY)
         assert max(len(t.digits) for t in shown.tapes) <= WIDTH and len(shown.output) <= BACK + 1
         written = cut(Snapshot(after.state), window).state  # what a correct model writes on the window
         assert splice(whole.state, window, written) == after.state
@@ -81,7 +87,7 @@ def test_a_window_spliced_back_is_the_machines_next_state():
 
 @pytest.mark.parametrize("expr", ["1" + "0" * 260 + "+" + "1" + "0" * 99 + "=", "20" * 80 + ">3=", "4" * 51 + "==4="])
 def test_aligner_chunks_carry_a_sentinel_and_join_into_the_start_state(expr):
-    prompts = input_chunks(expr)
+    prompts = input_chunks(expr, CHUNK)
     assert all(parse_expression(p) for p in prompts)  # expressions the aligner was trained on
     assert all(side.startswith("1") for p in prompts for side in p[:-1].replace("==", "+").replace(">", "+").split("+"))
     start = join_start(expr, prompts, [align_input(p) for p in prompts])
@@ -92,7 +98,7 @@ def test_aligner_O_chunks_join_into_the_answer():
     for expr in TYPED:
         expression = parse_expression(expr)
         halt = run(expression.op, expression.a, expression.b).halt.state
-        prompts = output_chunks(halt)
+        prompts = output_chunks(halt, CHUNK)
         assert join_answer(expr, prompts, [align_output(p) for p in prompts], halt.machine) == truth(expr)
 
 
@@ -105,7 +111,7 @@ def test_a_wrong_digit_in_one_window_is_the_runs_first_divergence_and_a_wrong_an
             return f"{state} [C]0 {rest.replace('|7', '|8', 1)}"
         return output
 
-    record = solve_batch([Problem("p", expr)], MachineWindows([expr], corrupt), mode="traced", window_past=100)[0]
+    record = solve_batch([Problem("p", expr)], MachineWindows([expr], corrupt), mode="traced", windowing=TINY)[0]
     assert record.outcome == "answered" and record.answer != truth(expr)
     assert [(x, y) for x, y in zip(record.answer, truth(expr)) if x != y] == [("8", "7")]  # that cell, nothing else
     assert (record.first_divergence.adapter, record.first_divergence.error_class) == ("executor_add", "wrong_digit")
@@ -117,13 +123,13 @@ def test_an_operand_rewritten_in_a_window_or_a_lost_sentinel_is_misaligned():
     def rewrite(adapter, prompt, output):
         return output.replace("|3", "|2", 1) if adapter == "executor_add" else output
 
-    record = solve_batch([Problem("p", expr)], MachineWindows([expr], rewrite), window_past=100)[0]
+    record = solve_batch([Problem("p", expr)], MachineWindows([expr], rewrite), windowing=TINY)[0]
     assert record.outcome == "misaligned" and "rewrote operand a" in record.detail
 
     def drop_sentinel(adapter, prompt, output):
         return output.replace("=1", "=", 1) if adapter == "aligner_add" and "qH" in prompt else output  # aligner (O)
 
-    record = solve_batch([Problem("p", expr)], MachineWindows([expr], drop_sentinel), window_past=100)[0]
+    record = solve_batch([Problem("p", expr)], MachineWindows([expr], drop_sentinel), windowing=TINY)[0]
     assert record.outcome == "misaligned" and "sentinel" in record.detail
 
 
@@ -137,10 +143,10 @@ def test_a_model_that_takes_drafts_is_offered_the_machines_window():
             offered.append((adapter, drafts))
             return [table[(adapter, p)] for p in prompts]
 
-    record = solve_batch([Problem("p", expr)], Drafted(), window_past=100)[0]
+    record = solve_batch([Problem("p", expr)], Drafted(), windowing=TINY)[0]
     assert record.answer == truth(expr)
     executor_drafts = [drafts[0] for adapter, drafts in offered if adapter == "executor_add"]
-    expected = [output for adapter, _, output in reference_calls(expr) if adapter == "executor_add"]
+    expected = [output for adapter, _, output in reference_calls(expr, TINY) if adapter == "executor_add"]
     assert executor_drafts == expected  # each window's draft is the machine's next window
     # the chunks are expressions and halt states, which the model's own drafter reads
     assert all(drafts is None for adapter, drafts in offered if adapter == "aligner_add")
@@ -148,13 +154,13 @@ def test_a_model_that_takes_drafts_is_offered_the_machines_window():
 
 def test_sub_past_the_fields_is_not_windowed():
     expr = "5" * 150 + "-" + "4" * 150 + "="
-    record = solve_batch([Problem("p", expr)], OracleModel(), window_past=100)[0]
+    record = solve_batch([Problem("p", expr)], OracleModel(), windowing=TINY)[0]
     assert record.steps[0].input == expr and record.answer == truth(expr)  # whole states, as before
 
 
 def test_parsed_windows_render_back_to_the_same_text():
     expr = "12345" * 40 + "<" + "12346" * 40 + "="
-    for adapter, prompt, output in reference_calls(expr):
+    for adapter, prompt, output in reference_calls(expr, TINY):
         if adapter.startswith("executor"):
             assert render(parse(prompt)) == prompt and render(parse(output)) == output
             assert replace(parse(output), trailing_newline=False) == parse(output)
@@ -194,3 +200,23 @@ def test_the_tiny_tier_solves_a_pasted_1000_digit_addition(capsys):
     row = load_cell("add_1000")[0]
     assert main(["solve", f"{row['a']} + {row['b']}"]) == 0
     assert capsys.readouterr().out.strip() == row["expr"] + row["answer"]
+
+
+def test_a_whole_state_run_is_not_marked_windowed_and_its_record_reads_as_before():
+    record = solve_batch([Problem("p", "45+67=")], OracleModel(), windowing=TINY)[0]
+    assert record.windowed is None and "windowed" not in record.to_dict()
+
+
+def test_smollm2_windows_and_chunks_stay_within_its_trained_10_digits():
+    shape = TIER_LIMITS["smollm2-135m"].windowing
+    for expr in ["6" * 60 + "+" + "7" * 45 + "=", "1" + "0" * 99 + ">" + "9" * 99 + "=", "123" * 20 + "==" + "123" * 20 + "="]:
+        calls = list(reference_calls(expr, shape))
+        for adapter, prompt, _ in calls:
+            if adapter.startswith("executor"):
+                state = parse(prompt).state
+                assert all(len(tape.digits) <= 10 for tape in state.tapes), prompt
+            elif "=" in prompt and "q" not in prompt:  # aligner (I): a chunk and its sentinel, two 10-digit numbers
+                assert all(len(number) <= 10 for number in re.split(r"[^0-9]+", prompt) if number), prompt
+        model = MachineWindows([expr], shape=shape)
+        record = solve_batch([Problem("p", expr)], model, mode="traced", windowing=shape)[0]
+        assert (record.outcome, record.answer) == ("answered", truth(expr))

@@ -7,14 +7,12 @@ import sys
 
 
 def register(commands) -> None:
-    from .common import backend_arguments, device_argument, model_arguments
+    from .common import backend_arguments, solver_arguments
 
     solve = commands.add_parser("solve", help="solve one expression with a CAEF model")
     solve.add_argument("expr", help="e.g. '123456789*12='")
-    model_arguments(solve)
+    solver_arguments(solve)
     solve.add_argument("--trace", action="store_true", help="print every step")
-    device_argument(solve)
-    solve.add_argument("--no-speculative", action="store_true", help="plain greedy decoding, one token per pass")
     backend_arguments(solve)
     # solve writes no file: once it has printed, the interpreter's teardown of torch is wall time for nothing
     solve.set_defaults(handler=run, exit_at_once=True)
@@ -23,17 +21,14 @@ def register(commands) -> None:
 def run(args: argparse.Namespace) -> int:
     from caef_bench.evaluate.suites import solve_expression
     from caef_bench.machines import parse_expression, typed_expression
-    from caef_bench.models.limits import WINDOWED_OPS, check_supported, window_past
+    from caef_bench.models.limits import check_supported, windowing
 
     from .common import step_model
 
-    check_supported(args.model, args.expr)  # bad input, or operands the tier was not built for, fail here
+    check_supported(args.tier, args.expr)  # bad input, or operands the tier was not built for, fail here
     expression = parse_expression(typed_expression(args.expr))
     model = step_model(args, ops=[expression.op])  # and an operator it has no adapters for
-    past = window_past(args.model)
-    longest = max(len(str(expression.a)), len(str(expression.b)))
-    windowed = past is not None and expression.op in WINDOWED_OPS and longest > past  # runtime.windowed
-    record, correct = solve_expression(model, args.expr, past)
+    record, correct = solve_expression(model, args.expr, windowing(args.tier))
     if args.trace:
         for i, step in enumerate(record.steps, 1):
             indent = "    " * step.depth
@@ -47,6 +42,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"first divergence from the machine: step {d.step}, {d.error_class}")
     stats = getattr(model, "stats", None)
     cost = f"{stats.forward_passes} forward passes" if stats else f"{model.requests} requests to {model.root}"
-    how = f", a window at a time past {past} digits" if windowed else ""
+    how = f", a window at a time past {windowing(args.tier).past} digits" if record.windowed else ""
     print(f"{record.n_steps} model calls{how}, {cost}, {record.seconds:.2f} s", file=sys.stderr)
     return 0 if correct else 1

@@ -23,7 +23,7 @@ from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
 from caef_bench.machines import parse_expression, typed_expression
-from caef_bench.models.limits import check_within_tier, window_past
+from caef_bench.models.limits import BeyondTierError, check_lengths, check_within_tier, windowing
 from caef_bench.runtime.backends import check_operators
 
 
@@ -111,7 +111,10 @@ class CaefLM(_NoLoglikelihood, LM):
         for index, request in enumerate(requests):
             try:  # a context typed as people type it ("12 + 34") is run as the template (12+34=)
                 expr = typed_expression(request.args[0])
+                check_lengths(self.tier, expr)  # beyond the tier's operands, before the digits are read as numbers
                 expression = parse_expression(expr)
+            except BeyondTierError:
+                raise
             except ValueError as error:  # not a CAEF expression: nothing to execute, an empty answer
                 print(f"caef: not an expression, answered with nothing: {request.args[0].strip()[:80]!r} ({error})",
                       file=sys.stderr)
@@ -147,13 +150,13 @@ class CaefLM(_NoLoglikelihood, LM):
         if self.records is not None:
             self.records.parent.mkdir(parents=True, exist_ok=True)
             solve_to_file(list(problems.values()), self.step_model, self.records, mode="traced", on_record=finished,
-                          window_past=window_past(self.tier))
+                          windowing=windowing(self.tier))
             for record in load_records(self.records):  # those an earlier run had already recorded
                 if record.id in waiting and answers[waiting[record.id][0]] is None:
                     finished(record)
         else:
             solve_batch(list(problems.values()), self.step_model, mode="traced", on_record=finished,
-                        window_past=window_past(self.tier))
+                        windowing=windowing(self.tier))
         return [answer or "" for answer in answers]
 
 

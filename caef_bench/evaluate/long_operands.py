@@ -33,7 +33,6 @@ from caef_bench.data.testsets import (CELLS, DEFAULT_SEED, LENGTH_OPS, LONG_LENG
                                       load_cell)
 from caef_bench.evaluate.scoring import accuracy, is_correct, verdict
 from caef_bench.models.limits import TIER_LIMITS, WINDOWED_OPS, OperandLimits
-from caef_bench.runtime import windowed
 from caef_bench.models.positions import checked_scheme, field_cells, split_scheme
 
 RESULTS_JSON = Path("results/long_operands.json")
@@ -95,9 +94,9 @@ def problems_at(op: str, digits: int, n: int, seed: int = DEFAULT_SEED) -> list[
 
 
 def measure(model, op: str, digits: int, n: int, records_dir: Path = RECORDS_DIR, seed: int = DEFAULT_SEED,
-            window_past: int | None = None) -> dict:
+            windowing=None) -> dict:
     """Solve n problems of op at `digits` digits (traced, free-running), resuming from its records file.
-    window_past: run operands longer than this a window at a time (runtime.windowed)."""
+    windowing: run operands longer than its `past` digits a window at a time (runtime.windowed)."""
     from caef_bench.evaluate.suites import as_problems, solve_cell
 
     rows = problems_at(op, digits, n, seed)
@@ -105,7 +104,7 @@ def measure(model, op: str, digits: int, n: int, records_dir: Path = RECORDS_DIR
     passes = model.stats.forward_passes
     start = time.perf_counter()
     records, resumed = solve_cell(as_problems(rows), model, records_dir / f"{op}_{digits}.jsonl", mode="traced",
-                                  window_past=window_past)
+                                  windowing=windowing)
     stats = summarise(records)
     stats["resumed"] = resumed
     stats["seconds_solving"] = round(time.perf_counter() - start, 1)
@@ -285,13 +284,14 @@ def main(argv: list[str] | None = None) -> int:
         (document.setdefault("window", {}) if args.windowed else document)["torch_threads"] = torch.get_num_threads()
         beyond_points = document.setdefault("windowed" if args.windowed else "beyond", {})
         if args.windowed:
-            document["window"].update({"back": windowed.BACK, "width": windowed.WIDTH, "chunk": windowed.CHUNK,
-                                       "past_digits": limits.max_digits})
+            shape = limits.windowing
+            document["window"].update({"back": shape.back, "width": shape.width, "chunk": shape.chunk,
+                                       "past_digits": shape.past})
         records_dir = args.records / "windowed" if args.windowed else args.records
         for op in ops:
             for n in lengths:
                 stats = measure(model, op, n, args.n, records_dir, args.seed,
-                                window_past=limits.max_digits if args.windowed else None)
+                                windowing=limits.windowing if args.windowed else None)
                 earlier = beyond_points.get(op, {}).get(str(n), {})
                 if stats["resumed"] == stats["n"] and earlier.get("n") == stats["n"]:
                     # nothing solved now: the run that solved them says what they cost

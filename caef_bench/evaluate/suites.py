@@ -31,14 +31,14 @@ def cell_problems(cell: str, limit: int | None) -> list[dict]:
     return problems[:limit] if limit else problems
 
 
-def solve_expression(model, expr: str, window_past: int | None = None):
+def solve_expression(model, expr: str, windowing=None):
     """One expression as a person types it ("12 + 34": run as 12+34=), traced; its target is the
     machines' answer. Returns the record and whether it is right, by the rule every system is scored by.
-    window_past: the tier's length past which ADD and the comparisons run windowed (models.limits)."""
+    windowing: how the tier runs ADD and the comparisons past its whole states (models.limits.windowing)."""
     expr = typed_expression(expr)
     expression = parse_expression(expr)
     record = solve_batch([Problem("cli", expr, str(result(expression.op, expression.a, expression.b)))], model,
-                         mode="traced", window_past=window_past)[0]
+                         mode="traced", windowing=windowing)[0]
     return record, is_correct(record)
 
 
@@ -156,7 +156,7 @@ def run_caef(model, cells, limit, records_dir: Path, progress=None, reuse: Reuse
 
 
 def carried_counts(records) -> dict[str, int]:
-    """{weights: records carried from that weights' records folder} (`carry_records`); empty if none."""
+    """{weights: records carried from that weights' records folder} (`copy_records`); empty if none."""
     return dict(Counter(record.carried_from for record in records if record.carried_from))
 
 
@@ -252,7 +252,6 @@ class SuiteRequest:
     records: Path | None = None  # default: work/records/<tier>-<weights>/
     reuse_steps: Path | None = None  # an earlier run's records folder, for calls to unchanged adapters
     keep_unchanged: bool = False  # carry over the earlier results file's cells whose adapters did not change
-    per_cell: bool = False  # caef: one cell after another, not every cell's problems in the same rounds
 
 
 @dataclass
@@ -309,8 +308,7 @@ def run_suite(model, request: SuiteRequest, out: Path, progress=None, say=print)
     reuse, source = reusing(request.reuse_steps, model, say)
     records, sources = records_folder(model, request.tier, request.records, source)
     started = time.perf_counter()
-    options = {"per_cell": request.per_cell} if request.suite == "caef" else {}
-    results = RUNNERS[request.suite](model, list(request.cells), request.limit, records, progress, reuse, **options)
+    results = RUNNERS[request.suite](model, list(request.cells), request.limit, records, progress, reuse)
     name = RESULT_NAMES[request.suite]
     kept, dropped = {}, {}
     if request.keep_unchanged:
@@ -340,7 +338,7 @@ def cell_adapters(cell: str) -> set[str]:
     return set(operator_adapters(CELLS[cell].op))
 
 
-def carry_records(source: Path, folder: Path, weights: str, adapters: dict[str, str], cells: list[str]
+def copy_records(source: Path, folder: Path, weights: str, adapters: dict[str, str], cells: list[str]
                   ) -> dict[str, int]:
     """Copy into `folder` (these weights' records) the records of `source` (other weights') for every
     cell whose adapters (`cell_adapters`) are all byte-identical in both: a greedy decode is a function

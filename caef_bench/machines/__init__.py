@@ -18,6 +18,7 @@ from .aligner import (
     align_input,
     align_output,
     answer_misalignment,
+    operand_texts,
     parse_expression,
     start_misalignment,
     start_operands,
@@ -69,6 +70,6 @@ __all__ = [
     "Action", "Command", "ComposerRun", "ComposerState", "ExecutorState", "Expression",
     "FormatError", "OffCourse", "Operation", "Run", "Snapshot", "Tape",
     "align_input", "align_output", "answer_misalignment", "classify", "composer_view", "composer_view_of_halt", "lookup", "next_text",
-    "parse", "parse_expression", "render", "result", "rewritten_operand", "run", "split_step_end",
+    "operand", "operand_texts", "parse", "parse_expression", "render", "result", "rewritten_operand", "run", "split_step_end",
     "start_misalignment", "start_operands", "trace", "typed_expression",
 ]

@@ -35,6 +35,17 @@ class Expression:
         return f"{self.a}{self.operation.symbol}{self.b}="
 
 
+def operand_texts(expr: str) -> tuple[str, str, str] | None:
+    """'45+67=' -> ('add', '45', '67'): the operator and the operands' digits as written, without
+    converting them (Python refuses to read integers of more than a few thousand digits); None when
+    the text is not the template."""
+    match = _EXPRESSION.fullmatch(expr) if isinstance(expr, str) else None
+    if match is None:
+        return None
+    a, symbol, b = match.groups()
+    return BY_SYMBOL[symbol].name, a, b
+
+
 def parse_expression(expr: str) -> Expression:
     """'45+67=' -> Expression('add', 45, 67); ValueError with a one-line reason otherwise."""
     if not isinstance(expr, str):

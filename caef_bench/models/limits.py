@@ -16,7 +16,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from caef_bench.machines import Expression, parse_expression, typed_expression
+from caef_bench.machines import Expression, operand_texts, parse_expression, typed_expression
 from caef_bench.models.names import operator_adapters, split_adapter_name
 
 LENGTH_OPS = ("add", "sub", "gt", "lt", "eq")
@@ -34,6 +34,19 @@ class MissingAdaptersError(ValueError):
 
 
 @dataclass(frozen=True)
+class Windowing:
+    """How a tier runs ADD and the comparisons past the operand length its adapters read whole
+    (`runtime.windowed`). Each window and each aligner chunk must be a state or an expression no longer
+    than the adapters were trained on: a window of `width` cells per tape, and chunks of `chunk` digits
+    plus the sentinel digit the aligners see on top of each."""
+
+    past: int  # operands longer than this many digits run a window at a time
+    width: int  # cells of each tape a window shows
+    back: int  # cells of each tape a window keeps behind its head
+    chunk: int  # digits of each operand one aligner call converts
+
+
+@dataclass(frozen=True)
 class OperandLimits:
     max_digits: int = 100  # add, sub, gt, lt, eq: each operand
     small_digits: int = 10  # mul's a, div's divisor
@@ -42,17 +55,30 @@ class OperandLimits:
     needs: str = ""  # what operands past max_digits would take, where it is known
     # ADD and the comparisons run windowed past max_digits up to this many digits, where measured (0: never)
     windowed_digits: int = 0
+    windowing: Windowing | None = None  # how (None: never)
+    windowed_measured: str = ""  # the report of the longest windowed runs measured
+
+    def longest(self, op: str) -> int:
+        """The most digits an operand of `op` may have on this tier (mul's b and div's quotient are
+        bounded by value; at most two digits)."""
+        if op in LENGTH_OPS:
+            return self.windowed_digits if op in WINDOWED_OPS and self.windowed_digits > self.max_digits \
+                else self.max_digits
+        return self.small_digits + (len(str(self.small_factor)) if op == "div" else 0)
+
+    def length_problem(self, op: str, longest: int) -> str | None:
+        """What is out of range for operands of `op` whose longer one has `longest` digits, or None."""
+        limit = self.longest(op)
+        if longest <= limit:
+            return None
+        windowed = op in WINDOWED_OPS and self.windowed_digits > self.max_digits
+        return f"{op} operands of at most {limit} digits{' run a window at a time' if windowed else ''} (got {longest})"
 
     def problem(self, op: str, a: int, b: int) -> str | None:
         """What is out of range for `a op b`, or None when it is within the limits."""
         if op in LENGTH_OPS:
-            longest = max(len(str(a)), len(str(b)))
-            windowed = op in WINDOWED_OPS and self.windowed_digits > self.max_digits
-            limit = self.windowed_digits if windowed else self.max_digits
-            if longest > limit:
-                how = " run a window at a time" if windowed else ""
-                return f"{op} operands of at most {limit} digits{how} (got {longest})"
-        elif op == "mul":
+            return self.length_problem(op, max(len(str(a)), len(str(b))))
+        if op == "mul":
             if len(str(a)) > self.small_digits or b > self.small_factor:
                 return (f"mul with a of at most {self.small_digits} digits and b at most {self.small_factor} "
                         f"(got a of {_digits(a)} and b={b})")
@@ -64,6 +90,11 @@ class OperandLimits:
         return None
 
 
+# Operands of mul and div up to this many digits are read as numbers before their limits are checked
+# (well within the 4,300 digits Python reads; longer ones are refused by their length alone).
+READABLE_DIGITS = 1000
+
+
 def _digits(n: int) -> str:
     return "1 digit" if len(str(n)) == 1 else f"{len(str(n))} digits"
 
@@ -72,46 +103,77 @@ TIER_LIMITS = {
     "tiny": OperandLimits(why="its adapters were trained on the protocol's ranges only, and its coupled "
                               "position ids give each tape field 128 cells",
                           # measured in results/long_operands.md ("Windowed execution")
-                          windowed_digits=1000,
+                          windowed_digits=1000, windowing=Windowing(past=100, width=16, back=4, chunk=50),
+                          windowed_measured="results/long_operands.md",
                           needs="a base and adapters trained with longer fields of position ids "
                                 "(`--position-scheme coupled-hints/1024`; docs/long-operands.md; measured past 100 "
                                 "digits in results/long_operands.md)"),
-    "smollm2-135m": OperandLimits(why="CAEF adapters for it follow the protocol's training ranges"),
+    # Its CAEF adapters were trained on operands of 1-10 digits (docs/smollm2.md): whole states to 10
+    # digits; past them ADD and the comparisons run on windows of 10 cells and aligner chunks of 9
+    # digits and a sentinel, the lengths trained on, up to the longest windowed runs measured
+    # (results/table1.md, its CAEF row at 50 and 100 digits).
+    "smollm2-135m": OperandLimits(max_digits=10, windowed_digits=100,
+                                  windowing=Windowing(past=10, width=10, back=4, chunk=9),
+                                  windowed_measured="results/table1.md",
+                                  why="its CAEF adapters were trained on operands of 1-10 digits",
+                                  needs="adapters trained on longer operands (docs/smollm2.md)"),
     "llama-3.1-8b": OperandLimits(why="the released adapters were trained on the protocol's ranges"),
 }
 
 
-def window_past(tier: str) -> int | None:
-    """The operand length past which the tier runs ADD and the comparisons a window at a time
-    (`runtime.windowed`), or None where it never does."""
+def windowing(tier: str) -> Windowing | None:
+    """How the tier runs ADD and the comparisons past its whole-state length (`runtime.windowed`), or
+    None where it never does."""
     limits = TIER_LIMITS.get(tier, OperandLimits())
-    return limits.max_digits if limits.windowed_digits > limits.max_digits else None
+    return limits.windowing if limits.windowed_digits > limits.max_digits else None
+
+
+def check_lengths(tier: str, text: str) -> None:
+    """Raise BeyondTierError when an operand of a templated expression has more digits than the tier
+    takes for its operator, before the digits are read as numbers (Python refuses integers of more
+    than a few thousand digits, with a message about itself rather than the tier). Text that is not
+    the template is left for parse_expression to explain."""
+    parts = operand_texts(text)
+    if parts is None:
+        return
+    op, a, b = parts
+    longest = max(len(a), len(b))
+    if op not in LENGTH_OPS and longest <= READABLE_DIGITS:
+        return  # read as numbers, check_within_tier names mul's and div's limits in full
+    limits = TIER_LIMITS.get(tier, OperandLimits())
+    if problem := limits.length_problem(op, longest):
+        _refuse(tier, limits, op, problem, text)
 
 
 def check_supported(tier: str, expr: str) -> str:
     """The expression a person typed as the template ("12 + 34" -> "12+34="); BeyondTierError (or
     parse_expression's ValueError, one line) unless the tier can run it."""
-    expression = parse_expression(typed_expression(expr))
+    text = typed_expression(expr)
+    check_lengths(tier, text)
+    expression = parse_expression(text)
     check_within_tier(tier, expression)
     return str(expression)
 
 
 def check_within_tier(tier: str, expression: Expression) -> None:
     """Raise BeyondTierError unless the tier was built for the operands of an already parsed expression."""
-    expr = str(expression)
     limits = TIER_LIMITS.get(tier, OperandLimits())
     problem = limits.problem(expression.op, expression.a, expression.b)
     if problem:
-        why = limits.why
-        needs = f"; longer operands need {limits.needs}" if limits.needs and expression.op in LENGTH_OPS else ""
-        windows = limits.windowed_digits > limits.max_digits
-        if windows and expression.op in WINDOWED_OPS:  # past what windowed runs were measured to do
-            why, needs = "the longest windowed runs measured (results/long_operands.md)", ""
-        elif windows and expression.op in LENGTH_OPS:
-            needs += (f" (add, gt, lt and eq run a window at a time up to {limits.windowed_digits} digits; "
-                      f"{expression.op} does not yet)")
-        raise BeyondTierError(f"the {tier} tier supports {problem}: {why}{needs}. Expression: "
-                              f"{expr if len(expr) <= 60 else expr[:28] + '…' + expr[-28:]}")
+        _refuse(tier, limits, expression.op, problem, str(expression))
+
+
+def _refuse(tier: str, limits: OperandLimits, op: str, problem: str, expr: str) -> None:
+    why = limits.why
+    needs = f"; longer operands need {limits.needs}" if limits.needs and op in LENGTH_OPS else ""
+    windows = limits.windowed_digits > limits.max_digits
+    if windows and op in WINDOWED_OPS:  # past what windowed runs were measured to do
+        why, needs = f"the longest windowed runs measured ({limits.windowed_measured})", ""
+    elif windows and op in LENGTH_OPS:
+        needs += (f" (add, gt, lt and eq run a window at a time up to {limits.windowed_digits} digits; "
+                  f"{op} does not yet)")
+    raise BeyondTierError(f"the {tier} tier supports {problem}: {why}{needs}. Expression: "
+                          f"{expr if len(expr) <= 60 else expr[:28] + '…' + expr[-28:]}")
 
 
 # How each tier's adapters are trained (`caef-bench train`), for the message that names missing ones.
@@ -160,5 +222,6 @@ def check_adapters(tier: str, ops: Iterable[str], available: Collection[str] | N
                                f"{'it' if len(missing) == 1 else 'them'} with `{train_command(tier, folder, missing)}`")
 
 
-__all__ = ["TIER_LIMITS", "TRAIN_ARGUMENTS", "WINDOWED_OPS", "window_past", "BeyondTierError", "MissingAdaptersError", "OperandLimits",
-           "check_adapters", "check_supported", "check_within_tier", "train_command"]
+__all__ = ["TIER_LIMITS", "TRAIN_ARGUMENTS", "WINDOWED_OPS", "BeyondTierError", "MissingAdaptersError", "OperandLimits",
+           "Windowing", "check_adapters", "check_lengths", "check_supported", "check_within_tier", "train_command",
+           "windowing"]

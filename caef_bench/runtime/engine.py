@@ -19,8 +19,13 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Callable, Iterable
 
-from .problem import Attempt, Completion, Problem, StepModel, start_attempt
+from caef_bench.machines import parse_expression, run
+from caef_bench.models.limits import WINDOWED_OPS, Windowing
+
+from .problem import (Attempt, Completion, FreeRunning, Problem, StepModel, TeacherForced, default_step_budget,
+                      reference_step_count, reference_steps)
 from .records import ProblemRecord, RecordWriter, resume
+from .windowed import windowed_attempt
 
 MODES = ("free", "traced")
 
@@ -36,7 +41,7 @@ def solve_batch(
     batch_size: int | None = None,
     keep_steps: bool = True,
     max_in_flight: int | None = None,
-    window_past: int | None = None,
+    windowing: Windowing | None = None,
 ) -> list[ProblemRecord]:
     """Run CAEF on every problem, batching model calls across problems; records in input order.
 
@@ -48,15 +53,15 @@ def solve_batch(
     incrementally). batch_size caps the prompts of one generate call.
     keep_steps=False leaves the step texts out of the records. max_in_flight caps the problems
     in the rounds at once (default: all of them); the others join, in order, as problems finish.
-    window_past: ADD and comparison operands longer than this run a window at a time (`runtime.windowed`;
-    a tier's field limit, `models.limits.window_past`); None: whole states only.
+    windowing: how ADD and comparison operands longer than its `past` digits run a window at a time
+    (`runtime.windowed`; a tier's, `models.limits.windowing`); None: whole states only.
     """
     problems = list(problems)
     ids = [p.id for p in problems]
     if len(set(ids)) != len(ids):
         raise ValueError("problem ids must be unique (records and resume are keyed by id)")
     rounds = Rounds(model, mode, step_budget, teacher_forcing=teacher_forcing, batch_size=batch_size,
-                    keep_steps=keep_steps, window_past=window_past)
+                    keep_steps=keep_steps, windowing=windowing)
     records: dict[str, ProblemRecord] = {}
 
     def emit(record: ProblemRecord) -> None:
@@ -66,6 +71,33 @@ def solve_batch(
 
     rounds.run(problems, emit, max_in_flight)
     return [records[problem.id] for problem in problems]
+
+
+def start_attempt(problem: Problem, mode: str, started: float, keep_steps: bool, step_budget: int | None,
+                  windowing: Windowing | None = None) -> Attempt:
+    """Set a problem up; one outside the machines' domain is finished at once with outcome "error".
+    windowing: operands of ADD or a comparison longer than its `past` digits run a window at a time
+    (`runtime.windowed`; free and traced modes); None: every problem runs on whole states."""
+    common = dict(mode=mode, started=started, keep_steps=keep_steps)
+    try:
+        expression = parse_expression(problem.expr)
+        machine_run = run(expression.op, expression.a, expression.b)
+    except ValueError as error:
+        attempt = Attempt(problem, **common)
+        attempt.finish("error", str(error))
+        return attempt
+    longest = max(len(str(expression.a)), len(str(expression.b)))
+    if windowing is not None and mode != "teacher_forcing" and expression.op in WINDOWED_OPS \
+            and longest > windowing.past:
+        return windowed_attempt(problem, expression.op, machine_run, step_budget, windowing, **common)
+    if mode == "teacher_forcing":
+        attempt = TeacherForced(problem, reference_steps(problem.expr), **common)
+    else:
+        budget = step_budget if step_budget is not None else default_step_budget(reference_step_count(machine_run))
+        reference = reference_steps(problem.expr) if mode == "traced" else None
+        attempt = FreeRunning(problem, expression.op, machine_run.machine, reference, budget, **common)
+        attempt.record.step_budget = budget
+    return attempt
 
 
 class Rounds:
@@ -83,7 +115,7 @@ class Rounds:
 
     def __init__(self, model: StepModel, mode: str = "free", step_budget: int | None = None, *,
                  teacher_forcing: bool = False, batch_size: int | None = None, keep_steps: bool = True,
-                 model_errors: str = "raise", window_past: int | None = None):
+                 model_errors: str = "raise", windowing: Windowing | None = None):
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; expected one of {MODES}")
         if teacher_forcing and mode != "traced":
@@ -95,7 +127,7 @@ class Rounds:
         self.model, self.step_budget, self.batch_size, self.keep_steps = model, step_budget, batch_size, keep_steps
         self.mode = "teacher_forcing" if teacher_forcing else mode
         self.model_errors = model_errors
-        self.window_past = window_past
+        self.windowing = windowing
         # a model that takes a caller's drafts (runtime.hf) gets those windowed problems offer
         self._takes_drafts = "drafts" in _parameters(model.generate)
         self.active: list[Attempt] = []
@@ -104,7 +136,7 @@ class Rounds:
         """Put a problem in flight from the next round on; its record at once when it ends before any model
         call (an expression outside the machines' domain). `started`: when its time began (default now)."""
         attempt = start_attempt(problem, self.mode, time.perf_counter() if started is None else started,
-                         self.keep_steps, self.step_budget, self.window_past)
+                                self.keep_steps, self.step_budget, self.windowing)
         if attempt.done:
             return attempt.record
         self.active.append(attempt)

@@ -430,41 +430,9 @@ def _difference(step: ReferenceStep, got: str) -> str | None:
     return classify(step.output, got)
 
 
-def start_attempt(problem: Problem, mode: str, started: float, keep_steps: bool, step_budget: int | None,
-                  window_past: int | None = None) -> Attempt:
-    """Set a problem up; one outside the machines' domain is finished at once with outcome "error".
-    window_past: operands of ADD or a comparison longer than this many digits run a window at a time
-    (`runtime.windowed`; free and traced modes); None: every problem runs on whole states."""
-    common = dict(mode=mode, started=started, keep_steps=keep_steps)
-    try:
-        expression = parse_expression(problem.expr)
-        machine_run = run(expression.op, expression.a, expression.b)
-    except ValueError as error:
-        attempt = Attempt(problem, **common)
-        attempt.finish("error", str(error))
-        return attempt
-    if window_past is not None and mode != "teacher_forcing" and _longest(expression) > window_past:
-        from .windowed import WINDOW_OPS, windowed_attempt
-
-        if expression.op in WINDOW_OPS:
-            return windowed_attempt(problem, expression.op, machine_run, step_budget, **common)
-    if mode == "teacher_forcing":
-        attempt = TeacherForced(problem, reference_steps(problem.expr), **common)
-    else:
-        budget = step_budget if step_budget is not None else default_step_budget(reference_step_count(machine_run))
-        reference = reference_steps(problem.expr) if mode == "traced" else None
-        attempt = FreeRunning(problem, expression.op, machine_run.machine, reference, budget, **common)
-        attempt.record.step_budget = budget
-    return attempt
-
-
-def _longest(expression) -> int:
-    return max(len(str(expression.a)), len(str(expression.b)))
-
-
 __all__ = [
     "BUDGET_FACTOR", "BUDGET_SLACK", "Attempt", "Completion", "Frame", "Malformed", "Problem", "ReferenceStep",
-    "StepModel", "default_step_budget", "parse_output", "reference_step_count", "reference_steps", "start_attempt",
-    "step_command",
+    "FreeRunning", "StepModel", "TeacherForced", "default_step_budget", "parse_output", "reference_step_count",
+    "reference_steps", "step_command",
     "to_composer_view",
 ]

@@ -25,6 +25,7 @@ Record fields (JSON keys in the order written):
                             differs from the machine, or None
     n_divergent_steps       teacher forcing only: how many steps differ from the machine
     seconds, model_seconds  wall time from the start of the batch to this problem's end; its share of model time
+    windowed                runs a window at a time: {width, back, chunk} (runtime.windowed); absent otherwise
     steps                   each model call: adapter, depth, input, output, seconds, and when known tokens,
                             error_class (compared steps that differ) and expected (at those steps);
                             reused: true where the output came from an earlier run's records (runtime.reuse)
@@ -102,15 +103,19 @@ class ProblemRecord:
     seconds: float = 0.0
     model_seconds: float = 0.0
     steps: list[StepRecord] = field(default_factory=list)
-    # The weights whose records this one was copied from (evaluate.suites.carry_records): every adapter the
+    # The weights whose records this one was copied from (evaluate.suites.copy_records): every adapter the
     # problem calls is byte-identical there, so a rerun would write this record; None: solved for these.
     carried_from: str | None = None
+    # A run a window at a time (runtime.windowed): the window's width and back and the aligners' chunk, in
+    # cells and digits; None: whole states.
+    windowed: dict | None = None
 
     def to_dict(self) -> dict:
         d = {f.name: getattr(self, f.name) for f in fields(self)
-             if f.name not in ("first_divergence", "steps", "carried_from")}
-        if self.carried_from is not None:
-            d["carried_from"] = self.carried_from
+             if f.name not in ("first_divergence", "steps", "carried_from", "windowed")}
+        for key in ("carried_from", "windowed"):  # only where set: records of whole states read as before
+            if getattr(self, key) is not None:
+                d[key] = getattr(self, key)
         d["seconds"] = round(self.seconds, 6)
         d["model_seconds"] = round(self.model_seconds, 6)
         d["first_divergence"] = asdict(self.first_divergence) if self.first_divergence else None

@@ -3,14 +3,15 @@
 ADD and the comparisons are local machines: a transition reads the cells under the two heads and one
 register (ADD's carry, a comparison's verdict so far) and writes one cell or the register. So the
 executor does not need to see a whole 1,000-digit tape, only the cells around its heads. Here each
-step's prompt is a *window* of the state: every tape cut to `WIDTH` cells starting `BACK` cells
+step's prompt is a *window* of the state: every tape cut to `width` cells starting `back` cells
 behind the heads (ADD's output tape cut at the same column), which is a state of a problem at most
-`WIDTH` digits long, the lengths the adapters were trained on. The model writes the window's next
+`width` digits long, within the lengths the adapters were trained on (the tier's `Windowing`,
+models.limits). The model writes the window's next
 state and command; the runtime puts the window back into the whole state (`splice`), checks that no
 operand was rewritten, and cuts the next window. The model computes every digit and every verdict;
 the runtime only cuts and joins text, as it already parses and renders every state between steps.
 
-The aligners copy whole operands, so they work in chunks of `CHUNK` digits: aligner (I) is asked
+The aligners copy whole operands, so they work in chunks of `chunk` digits: aligner (I) is asked
 for `1<chunk of a>+1<chunk of b>=` (a `1` on top of each chunk: a chunk may begin with zeros, or be
 empty where one operand is shorter, and a sentinel digit keeps both written as the aligner was
 trained), and the chunks' tapes, each without its sentinel, are joined into the start state. Aligner
@@ -41,16 +42,12 @@ from caef_bench.machines import next_text
 from caef_bench.machines.aligner import align_input, align_output
 from caef_bench.machines.ops import BY_MACHINE
 from caef_bench.machines.text import HALT, ExecutorState, Tape
-from caef_bench.models.limits import WINDOWED_OPS
+from caef_bench.models.limits import Windowing
 from caef_bench.models.names import aligner_name, executor_of_machine
 
 from .problem import (Attempt, Completion, Malformed, OffProblem, Problem, default_step_budget, parse_output,
                       reference_step_count, step_command)
 
-WINDOW_OPS = WINDOWED_OPS
-BACK = 4  # cells of each tape a window keeps behind its head
-WIDTH = 16  # cells of each tape a window shows
-CHUNK = 50  # digits of each operand one aligner call converts
 SENTINEL = "1"  # the top digit of every chunk the aligners see
 
 
@@ -64,18 +61,19 @@ class Window:
 
     column: int
     tape_starts: tuple[int, ...]
+    width: int
 
 
-def window_of(state: ExecutorState) -> tuple[ExecutorState, Window]:
+def window_of(state: ExecutorState, shape: Windowing) -> tuple[ExecutorState, Window]:
     """The window of a whole state the executor is shown, and where it was cut."""
     leading_head = max(tape.head for tape in state.tapes)
-    column = max(0, leading_head - 1 - BACK)
-    window = Window(column, tuple(min(column, max(len(tape.digits) - 1, 0)) for tape in state.tapes))
+    column = max(0, leading_head - 1 - shape.back)
+    window = Window(column, tuple(min(column, max(len(tape.digits) - 1, 0)) for tape in state.tapes), shape.width)
     return _cut_state(state, window), window
 
 
 def _cut_state(state: ExecutorState, window: Window) -> ExecutorState:
-    tapes = tuple(Tape(t.marker, t.digits[s:s + WIDTH], t.head - s if t.head else 0)
+    tapes = tuple(Tape(t.marker, t.digits[s:s + window.width], t.head - s if t.head else 0)
                   for t, s in zip(state.tapes, window.tape_starts))
     output = state.output[window.column:] if state.machine == "ADD" else state.output
     return replace(state, tapes=tapes, output=output)
@@ -92,37 +90,37 @@ def splice(whole: ExecutorState, window: Window, written: ExecutorState) -> Exec
     return replace(written, tapes=tapes, output=output)
 
 
-def windowed_step(whole: Snapshot) -> tuple[Snapshot, Window]:
+def windowed_step(whole: Snapshot, shape: Windowing) -> tuple[Snapshot, Window]:
     """The window the executor is shown for the step after `whole` (a state and its command), and where it
     was cut."""
-    state, window = window_of(whole.state)
+    state, window = window_of(whole.state, shape)
     return Snapshot(state, whole.command), window
 
 
 # --------------------------------------------------------------------------- the aligners' chunks
 
 
-def _chunks(digits: str, count: int) -> list[str]:
-    """A tape (least significant digit first) in `count` chunks of CHUNK cells; the last ones may be empty."""
-    return [digits[i * CHUNK:(i + 1) * CHUNK] for i in range(count)]
+def _chunks(digits: str, count: int, chunk: int) -> list[str]:
+    """A tape (least significant digit first) in `count` chunks of `chunk` cells; the last ones may be empty."""
+    return [digits[i * chunk:(i + 1) * chunk] for i in range(count)]
 
 
-def _chunk_count(*tapes: str) -> int:
-    return max(1, max(-(-len(t) // CHUNK) for t in tapes))
+def _chunk_count(chunk: int, *tapes: str) -> int:
+    return max(1, max(-(-len(t) // chunk) for t in tapes))
 
 
 def _sentinel_number(tape_chunk: str) -> str:
     return SENTINEL + tape_chunk[::-1]
 
 
-def input_chunks(expr: str) -> list[str]:
+def input_chunks(expr: str, chunk: int) -> list[str]:
     """Aligner (I)'s prompts for a long expression: `1<chunk of a><op>1<chunk of b>=`, lowest chunk first."""
     expression = parse_expression(expr)
     a, b = str(expression.a)[::-1], str(expression.b)[::-1]
-    count = _chunk_count(a, b)
+    count = _chunk_count(chunk, a, b)
     symbol = expression.operation.symbol
     return [f"{_sentinel_number(ca)}{symbol}{_sentinel_number(cb)}="
-            for ca, cb in zip(_chunks(a, count), _chunks(b, count))]
+            for ca, cb in zip(_chunks(a, count, chunk), _chunks(b, count, chunk))]
 
 
 def _without_sentinel(tape: Tape, what: str) -> str:
@@ -152,17 +150,17 @@ def join_start(expr: str, chunk_prompts: list[str], chunk_texts: list[str]) -> S
     return start
 
 
-def output_chunks(halt: ExecutorState) -> list[str]:
+def output_chunks(halt: ExecutorState, chunk: int) -> list[str]:
     """Aligner (O)'s prompts for a long halt state: the halt state of each chunk of columns, every tape
     (ADD's output too) with a sentinel `1` on top; ADD's last chunk keeps the output's carry digit."""
     a, b = (t.digits for t in halt.tapes[:2])
-    count = _chunk_count(a, b)
+    count = _chunk_count(chunk, a, b)
     prompts = []
-    for index, (ca, cb) in enumerate(zip(_chunks(a, count), _chunks(b, count))):
-        tapes = tuple(Tape(t.marker, chunk + SENTINEL, len(chunk) + 2) for t, chunk in zip(halt.tapes, (ca, cb)))
+    for index, (ca, cb) in enumerate(zip(_chunks(a, count, chunk), _chunks(b, count, chunk))):
+        tapes = tuple(Tape(t.marker, cells + SENTINEL, len(cells) + 2) for t, cells in zip(halt.tapes, (ca, cb)))
         if halt.machine == "ADD":
-            end = (index + 1) * CHUNK if index < count - 1 else len(halt.output)
-            state = replace(halt, tapes=tapes, carry="0", output=halt.output[index * CHUNK:end] + SENTINEL)
+            end = (index + 1) * chunk if index < count - 1 else len(halt.output)
+            state = replace(halt, tapes=tapes, carry="0", output=halt.output[index * chunk:end] + SENTINEL)
         else:
             state = replace(halt, tapes=tapes)
         prompts.append(render(Snapshot(state, HALT)))
@@ -211,18 +209,18 @@ def draft_for(whole: Snapshot, window: Window) -> str | None:
 # --------------------------------------------------------------------------- the machine's windowed calls, for tracing
 
 
-def reference_calls(expr: str) -> Iterator[tuple[str, str, str]]:
+def reference_calls(expr: str, shape: Windowing) -> Iterator[tuple[str, str, str]]:
     """(adapter, input, output) of every call a correct windowed run makes on expr, in order."""
     expression = parse_expression(expr)
     machine_run = run(expression.op, expression.a, expression.b)
     aligner = aligner_name(expression.op)
-    for prompt in input_chunks(expr):
+    for prompt in input_chunks(expr, shape.chunk):
         yield aligner, prompt, align_input(prompt)
     executor = executor_of_machine(machine_run.machine)
     for i in range(len(machine_run)):
-        shown, window = windowed_step(machine_run.snapshot(i))
+        shown, window = windowed_step(machine_run.snapshot(i), shape)
         yield executor, render(shown), render(cut(machine_run.snapshot(i + 1), window))
-    for prompt in output_chunks(machine_run.halt.state):
+    for prompt in output_chunks(machine_run.halt.state, shape.chunk):
         yield aligner, prompt, align_output(prompt)
 
 
@@ -234,11 +232,12 @@ class Windowed(Attempt):
     windows, aligner (O) by chunks. Free-running; traced mode compares each call with the machine's
     until the first difference."""
 
-    def __init__(self, problem: Problem, op: str, budget: int, traced: bool, **kwargs):
+    def __init__(self, problem: Problem, op: str, budget: int, traced: bool, shape: Windowing, **kwargs):
         super().__init__(problem, **kwargs)
-        self.op, self.budget = op, budget
-        self.reference = reference_calls(problem.expr) if traced else None
-        self.chunk_prompts = input_chunks(problem.expr)
+        self.op, self.budget, self.shape = op, budget, shape
+        self.record.windowed = {"width": shape.width, "back": shape.back, "chunk": shape.chunk}
+        self.reference = reference_calls(problem.expr, shape) if traced else None
+        self.chunk_prompts = input_chunks(problem.expr, shape.chunk)
         self.chunk_texts: list[str] = []
         self.phase = "align_input"
         self.whole: Snapshot | None = None  # the whole state and command the executor has reached
@@ -249,7 +248,7 @@ class Windowed(Attempt):
     def _next(self) -> None:
         if self.phase == "execute":
             self.adapter = executor_of_machine(self.whole.machine)
-            self.shown, self.window = windowed_step(self.whole)
+            self.shown, self.window = windowed_step(self.whole, self.shape)
             self.prompt = render(self.shown)
             self.draft = draft_for(self.whole, self.window)
         else:
@@ -290,7 +289,7 @@ class Windowed(Attempt):
         self.whole = Snapshot(splice(self.whole.state, self.window, written.state), command)
         if command.is_halt:
             self.phase = "align_output"
-            self.chunk_prompts, self.chunk_texts = output_chunks(self.whole.state), []
+            self.chunk_prompts, self.chunk_texts = output_chunks(self.whole.state, self.shape.chunk), []
 
     def _compare(self, text: str) -> tuple[str | None, str | None]:
         if self.reference is None or self.record.first_divergence is not None:
@@ -304,17 +303,17 @@ class Windowed(Attempt):
         return classify_step(output, text), output
 
 
-def windowed_attempt(problem: Problem, op: str, machine_run, step_budget: int | None, *, mode: str,
-                     **common) -> Windowed:
+def windowed_attempt(problem: Problem, op: str, machine_run, step_budget: int | None, shape: Windowing, *,
+                     mode: str, **common) -> Windowed:
     """A windowed attempt; its step budget counts the chunked aligner calls as well."""
-    calls = reference_step_count(machine_run) - 2 + len(input_chunks(problem.expr)) + \
-        len(output_chunks(machine_run.halt.state))
+    calls = reference_step_count(machine_run) - 2 + len(input_chunks(problem.expr, shape.chunk)) + \
+        len(output_chunks(machine_run.halt.state, shape.chunk))
     budget = step_budget if step_budget is not None else default_step_budget(calls)
-    attempt = Windowed(problem, op, budget, traced=mode == "traced", mode=mode, **common)
+    attempt = Windowed(problem, op, budget, traced=mode == "traced", shape=shape, mode=mode, **common)
     attempt.record.step_budget = budget
     return attempt
 
 
-__all__ = ["BACK", "CHUNK", "SENTINEL", "WIDTH", "WINDOW_OPS", "Window", "Windowed", "input_chunks", "join_answer",
+__all__ = ["SENTINEL", "Window", "Windowed", "input_chunks", "join_answer",
            "join_start", "output_chunks", "reference_calls", "splice", "window_of", "windowed_attempt",
            "windowed_step"]

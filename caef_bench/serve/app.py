@@ -29,7 +29,7 @@ from fastapi.responses import JSONResponse
 
 from caef_bench.machines import ALIGNED_OPS, EXECUTOR_OPS, parse_expression, typed_expression
 from caef_bench.machines.ops import BY_SYMBOL
-from caef_bench.models.limits import check_within_tier, window_past
+from caef_bench.models.limits import BeyondTierError, check_lengths, check_within_tier, windowing
 from caef_bench.models.names import aligner_name, executor_name
 from caef_bench.runtime.backends import check_operators
 
@@ -166,7 +166,11 @@ def expression_of(prompt: str, tier: str, where: str, model=None):
     checked against the tier's limits and, given the step `model`, against the adapters it has (an
     operator it lacks is a 400 naming them)."""
     try:
-        expression = parse_expression(typed_expression(prompt))
+        text = typed_expression(prompt)
+        check_lengths(tier, text)  # before the digits are read as numbers: a 5,000-digit operand names the limit
+        expression = parse_expression(text)
+    except BeyondTierError as error:
+        raise BadRequest(f"{where}: {error}", "prompt") from None
     except ValueError as error:
         raise BadRequest(f"{where} is not an expression such as 45+67=: {error}", "prompt") from None
     try:
@@ -245,7 +249,7 @@ def create_app(model, tier: str, *, tokenizer=None, mode: str = "free", batch_si
 
     app = FastAPI(title="caef-bench", lifespan=lifespan)
     app.state.scheduler = scheduler or Scheduler(model, mode=mode, batch_size=batch_size,
-                                                 window_past=window_past(tier)).start()
+                                                 windowing=windowing(tier)).start()
 
     async def body_of(request: Request) -> dict:
         length = request.headers.get("content-length")

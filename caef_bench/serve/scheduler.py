@@ -52,10 +52,10 @@ class Scheduler:
     """The step loop of `caef-bench serve` (see the module docstring). mode: the runtime's ("free":
     the answer only; "traced" compares each step with the machine's)."""
 
-    def __init__(self, model, *, mode: str = "free", batch_size: int | None = None, window_past: int | None = None):
+    def __init__(self, model, *, mode: str = "free", batch_size: int | None = None, windowing=None):
         self.model = model
         self.rounds = Rounds(model, mode, batch_size=batch_size, keep_steps=False, model_errors="record",
-                             window_past=window_past)
+                             windowing=windowing)
         # a model that caps each step's tokens (runtime.hf) honours a request's max_tokens
         self._takes_limits = (callable(getattr(model, "room", None))
                               and "limits" in inspect.signature(model.generate).parameters)

@@ -64,7 +64,7 @@ main_job() {
         --cells-of 'lora-direct-smollm2-135m=add_5,add_10,sub_5,sub_10,gt_5,gt_10,lt_5,lt_10' \
         --limits caef-smollm2-135m=5,lora-direct-smollm2-135m=5
     echo "== Table 2 (components) on the tiny tier, first ${CAEF_LIMIT:-5} problems per cell"
-    part table2 "$cli" run --suite table2 --model tiny --limit "${CAEF_LIMIT:-5}" --out "$out"
+    part table2 "$cli" run --suite table2 --tier tiny --limit "${CAEF_LIMIT:-5}" --out "$out"
     echo "== done: $out/table1.md, $out/table1.png, $out/table2.md"
     echo "== the main job took $(duration $((SECONDS - started)))"
 }

@@ -65,7 +65,7 @@ def test_a_dropped_cell_stays_named_until_a_run_solves_it_and_the_table_says_so(
     assert "gt_5" not in unsolved and "add_5" not in unsolved
 
 
-# --------------------------------------------------------------------------- carry-records
+# --------------------------------------------------------------------------- copy-records
 
 
 def test_a_repeated_digit_cell_calls_its_operators_adapters():
@@ -85,7 +85,7 @@ def _records_folder(folder, weights, adapters, cells):
 
 
 def test_records_are_carried_only_for_cells_whose_adapters_are_unchanged_and_say_so(tmp_path):
-    from caef_bench.evaluate.suites import carried_counts, carry_records
+    from caef_bench.evaluate.suites import carried_counts, copy_records
     from caef_bench.runtime import load_records
     from caef_bench.runtime.reuse import read_weights
 
@@ -95,18 +95,18 @@ def test_records_are_carried_only_for_cells_whose_adapters_are_unchanged_and_say
     new = tmp_path / "new"
     _records_folder(new, "w1", now, {"gt_5": ["g2"]})  # solved here already: kept as it is
     with pytest.raises(ValueError, match=r"sub_5 \(executor_add\)"):
-        carry_records(tmp_path / "old", new, "w1", now, ["gt_5", "sub_5"])
+        copy_records(tmp_path / "old", new, "w1", now, ["gt_5", "sub_5"])
     assert [r.id for r in load_records(new / "caef_gt_5.jsonl")] == ["g2"]  # a refusal writes nothing
-    assert carry_records(tmp_path / "old", new, "w1", now, ["gt_5", "rep_gt_10_p1"]) == {"gt_5": 1, "rep_gt_10_p1": 1}
+    assert copy_records(tmp_path / "old", new, "w1", now, ["gt_5", "rep_gt_10_p1"]) == {"gt_5": 1, "rep_gt_10_p1": 1}
     records = load_records(new / "caef_gt_5.jsonl")
     assert [(r.id, r.carried_from) for r in records] == [("g2", None), ("g1", "w0")]
     assert carried_counts(records) == {"w0": 1}
     assert read_weights(new)["reused_from"][-1] == {"folder": str(tmp_path / "old"), "weights": "w0",
                                                     "records_of": ["gt_5", "rep_gt_10_p1"]}
     # carried again: nothing new, and a folder of other weights is refused
-    assert carry_records(tmp_path / "old", new, "w1", now, ["gt_5"]) == {"gt_5": 0}
+    assert copy_records(tmp_path / "old", new, "w1", now, ["gt_5"]) == {"gt_5": 0}
     with pytest.raises(ValueError, match="must not be mixed"):
-        carry_records(tmp_path / "old", new, "w2", now, ["gt_5"])
+        copy_records(tmp_path / "old", new, "w2", now, ["gt_5"])
 
 
 def test_the_tables_say_which_problems_were_carried_and_from_which_weights():

@@ -200,7 +200,7 @@ def test_the_curve_evaluation_runs_without_lm_eval_or_pandas(tmp_path, micro_tin
     train_curve(_curve_request(curve, micro_tiny_base), parse_fractions("1"))
     code = ("import sys; sys.modules['lm_eval'] = sys.modules['pandas'] = None\n"
             "from caef_bench.cli import main\n"
-            f"sys.exit(main(['eval-curve', '--curve', {str(curve)!r}, '--per-cell', '2', '--cells', 'add_5', "
+            f"sys.exit(main(['eval-curve', '--curve', {str(curve)!r}, '--limit', '2', '--cells', 'add_5', "
             f"'--device', 'cpu']))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -332,7 +332,7 @@ def test_the_whole_curve_runs_on_the_shipped_tiny_base(tmp_path):
     manifest = json.loads((curve / label(one_step) / "direct/add/manifest.json").read_text())
     assert manifest["samples"] == batch and manifest["curve"]["budget_samples"] == budget
     assert manifest["position_scheme"] == "standard" and manifest["base"] == "checkpoints/tiny/base"
-    assert main(["eval-curve", "--curve", str(curve), "--per-cell", "2", "--cells", "add_5"]) == 0
+    assert main(["eval-curve", "--curve", str(curve), "--limit", "2", "--cells", "add_5"]) == 0
     assert main(["report-curve", "--evaluation", str(curve / "evaluation.json"), "--out", str(tmp_path)]) == 0
     assert f"| {batch:,} " in (tmp_path / "lora_direct_curve.md").read_text()
 

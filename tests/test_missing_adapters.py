@@ -62,14 +62,14 @@ def test_the_message_names_every_missing_adapter_and_the_command_that_trains_the
 
 
 def test_solve_on_smollm2_without_adapters_fails_in_one_line_before_any_model_loads(tmp_path, monkeypatch, capsys):
-    """The issue's case: `solve --model smollm2-135m "12+34="` ran the bare base in aligner_add's place."""
+    """The issue's case: `solve --tier smollm2-135m "12+34="` ran the bare base in aligner_add's place."""
     from caef_bench.cli import main
     from caef_bench.models import smollm2
 
     monkeypatch.setattr(smollm2, "converted_dir", lambda convert=True: tmp_path / "base")  # no conversion needed
     monkeypatch.setattr(loading, "SMOLLM2_CHECKPOINTS", tmp_path / "checkpoints" / "smollm2-135m")
     _no_model_may_load(monkeypatch)
-    assert main(["solve", "--model", "smollm2-135m", "12+34="]) == 2
+    assert main(["solve", "--tier", "smollm2-135m", "12+34="]) == 2
     line = _error_line(capsys)
     assert "smollm2-135m tier has no aligner_add, executor_add" in line
     assert "caef-bench train --preset smollm2 --base smollm2-135m" in line and "--executors add --aligners add" in line

@@ -96,7 +96,7 @@ def test_suite_as_an_option_and_as_a_subcommand_parse_alike(line, suite):
     assert parsed.suite == suite and parsed.handler is build_parser().parse_args(["run", suite]).handler
 
 
-@pytest.mark.parametrize("line", ["run --suite table1 --model tiny", "run --suite repeated --backend openai",
+@pytest.mark.parametrize("line", ["run --suite table1 --tier tiny", "run --suite repeated --backend openai",
                                   "run --suite caef --systems caef-tiny", "run --suite table2 --previous x.json"])
 def test_an_option_a_suite_does_not_take_is_refused_by_name(line, capsys):
     from caef_bench.cli import build_parser

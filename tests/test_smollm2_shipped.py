@@ -74,7 +74,7 @@ def test_lora_direct_had_the_samples_of_its_caef_executor_and_aligner_together(o
 
 @needs_smollm2
 def test_an_operator_the_shipped_tier_lacks_is_refused_in_one_line_naming_its_adapters():
-    done = subprocess.run([sys.executable, "-m", "caef_bench", "solve", "--model", "smollm2-135m", "12-3="],
+    done = subprocess.run([sys.executable, "-m", "caef_bench", "solve", "--tier", "smollm2-135m", "12-3="],
                           capture_output=True, text=True, timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert done.returncode == 2 and not done.stdout
     line = done.stderr.strip().splitlines()[-1]  # (after the base's one-time conversion's progress, where it runs)
@@ -91,7 +91,7 @@ def test_an_operator_the_shipped_tier_lacks_is_refused_in_one_line_naming_its_ad
         strict=True, reason="aligner (O) writes 999999+1=: no answer (the alignment check refuses it)")),
 ])
 def test_solve_answers_from_the_shipped_adapters(expression, answer):
-    done = subprocess.run([sys.executable, "-m", "caef_bench", "solve", "--model", "smollm2-135m", "--device", "cpu",
+    done = subprocess.run([sys.executable, "-m", "caef_bench", "solve", "--tier", "smollm2-135m", "--device", "cpu",
                            expression], capture_output=True, text=True, timeout=900,
                           env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert done.returncode == 0, done.stderr[-2000:]

@@ -33,18 +33,38 @@ def step_model(args: argparse.Namespace, ops=None):
     the operators to solve, refused in one line if the tier lacks an adapter they call."""
     from caef_bench.runtime.backends import step_model as backend_step_model
 
-    return backend_step_model(args.backend, args.model, args.checkpoints, speculative=not args.no_speculative,
+    return backend_step_model(args.backend, args.tier, args.checkpoints, speculative=not args.no_speculative,
                               device=args.device, base_url=args.base_url, ops=ops)
 
 
-def model_arguments(parser: argparse.ArgumentParser, tier_help: str = "tier: tiny (default), smollm2-135m, "
-                                                                        "llama-3.1-8b") -> None:
-    parser.add_argument("--model", default="tiny", help=tier_help)
+def tier_arguments(parser: argparse.ArgumentParser) -> None:
+    """--tier (caef_bench.models.loading.TIERS) and --checkpoints: the weights a command runs."""
+    parser.add_argument("--tier", default="tiny", help="tiny (default), smollm2-135m or llama-3.1-8b")
     parser.add_argument("--checkpoints", help="adapter folder to use instead of the tier's")
 
 
-def device_argument(parser: argparse.ArgumentParser, example: str = "cpu, cuda, …") -> None:
-    parser.add_argument("--device", help=f"{example} (default: cuda when available)")
+def solver_arguments(parser: argparse.ArgumentParser) -> None:
+    """The tier, its device and decoding: what solves problems in this process (solve, serve, run)."""
+    tier_arguments(parser)
+    device_argument(parser)
+    parser.add_argument("--no-speculative", action="store_true", help="plain greedy decoding, one token per pass")
+
+
+def device_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", help="cpu, cuda, cuda:1 … (default: cuda when available)")
+
+
+def seed_argument(parser: argparse.ArgumentParser, what: str = "draws") -> None:
+    parser.add_argument("--seed", type=int, default=0, help=f"seed of the {what} (default 0)")
+
+
+def out_argument(parser: argparse.ArgumentParser, default: str | None, what: str) -> None:
+    parser.add_argument("--out", default=default, help=what + (f" (default {default})" if default else ""))
+
+
+def records_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--records", help="the weights' folder of per-problem records (default "
+                                          "work/records/<tier>-<weights>); reruns resume from it")
 
 
 def backend_arguments(parser: argparse.ArgumentParser) -> None:

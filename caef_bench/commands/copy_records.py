@@ -1,7 +1,5 @@
-"""`caef-bench copy-records` (once `carry-records`): another weights' records of unchanged cells.
-
-Named for what it does, copying; "carry" is the arithmetic's word here (a carry through a run of 9s).
-The old name stays an alias: recorded commands and people's notes use it."""
+"""`caef-bench copy-records`: another weights' records of unchanged cells ("carry" is the arithmetic's
+word here, a carry through a run of 9s)."""
 
 from __future__ import annotations
 
@@ -9,17 +7,18 @@ import argparse
 
 
 def register(commands) -> None:
+    from .common import records_argument, tier_arguments
+
     copy = commands.add_parser(
-        "copy-records", aliases=["carry-records"],
+        "copy-records",
         help="copy another weights' records of the cells whose adapters are byte-identical in both into these "
              "weights' records folder (a rerun would write the same records)")
     copy.add_argument("--from", dest="source", required=True, help="the other weights' records folder "
                                                                    "(work/records/<tier>-<weights>/)")
     copy.add_argument("--cells", required=True, help="comma-separated cells or shell patterns ('gt_*,rep_eq_*'); "
                                                      "a cell calling a changed adapter is refused")
-    copy.add_argument("--model", default="tiny")
-    copy.add_argument("--checkpoints", help="adapter folder to use instead of the tier's")
-    copy.add_argument("--records", help="these weights' records folder (default work/records/<model>-<weights>)")
+    tier_arguments(copy)
+    records_argument(copy)
     copy.set_defaults(handler=run)
 
 
@@ -27,15 +26,15 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from caef_bench.data.testsets import CELLS, match_cells
-    from caef_bench.evaluate.suites import carry_records
+    from caef_bench.evaluate.suites import copy_records
     from caef_bench.models.loading import fingerprints, tier_with_checkpoints
     from caef_bench.paths import WORK_DIR
 
     cells = match_cells(args.cells, list(CELLS))
-    weights, adapters = fingerprints(tier_with_checkpoints(args.model, args.checkpoints))
-    folder = Path(args.records or WORK_DIR / "records" / f"{args.model}-{weights}")
+    weights, adapters = fingerprints(tier_with_checkpoints(args.tier, args.checkpoints))
+    folder = Path(args.records or WORK_DIR / "records" / f"{args.tier}-{weights}")
     try:
-        copied = carry_records(Path(args.source), folder, weights, adapters, cells)
+        copied = copy_records(Path(args.source), folder, weights, adapters, cells)
     except (ValueError, FileNotFoundError) as error:
         raise SystemExit(f"{args.command}: {error}") from None
     for cell, count in copied.items():

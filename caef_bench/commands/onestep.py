@@ -7,11 +7,10 @@ import json
 
 
 def register(commands) -> None:
-    from .common import device_argument
+    from .common import device_argument, out_argument, seed_argument, tier_arguments
 
     onestep = commands.add_parser("onestep", help="one-step exact match of executors and aligners per test cell")
-    onestep.add_argument("--model", default="tiny")
-    onestep.add_argument("--checkpoints", help="adapter folder to use instead of the tier's")
+    tier_arguments(onestep)
     onestep.add_argument("--base-only", action="store_true", help="the tiny base itself, no adapters")
     onestep.add_argument("--executors", help="comma-separated ops (default all nine)")
     onestep.add_argument("--aligners", help="comma-separated ops (default all seven)")
@@ -25,11 +24,11 @@ def register(commands) -> None:
     onestep.add_argument("--max-len", type=int,
                          help="only the cells of operands up to N digits (add_5, add_10 for 10): a tier that "
                               "generates slowly on a CPU, such as SmolLM2, in minutes rather than hours")
-    onestep.add_argument("--seed", type=int, default=0)
+    seed_argument(onestep, "cases")
     device_argument(onestep)
     onestep.add_argument("--json", help="also write the results to this JSON file")
-    onestep.add_argument("--out", help="write onestep.md and .json here, after every adapter; a rerun with the "
-                                       "same weights, --per-cell and --seed skips the adapters already measured")
+    out_argument(onestep, None, "write onestep.md and .json here, after every adapter; a rerun with the same weights, "
+                                "--per-cell and --seed skips the adapters already measured")
     onestep.set_defaults(handler=run)
 
 
@@ -49,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{name:<19} " + ", ".join(f"{cell} {r['accuracy']:.1%} [{r['ci_low']:.1%}, {r['ci_high']:.1%}]"
                                         for cell, r in cells.items()), flush=True)
 
-    record = measure_tier(args.model, args.checkpoints, adapters, args.per_cell, args.seed, base_only=args.base_only,
+    record = measure_tier(args.tier, args.checkpoints, adapters, args.per_cell, args.seed, base_only=args.base_only,
                           device=str(device(args)), command=args.command_line,
                           out=Path(args.out) if args.out else None, markdown=onestep_markdown, progress=show,
                           every_step=args.every_step, structured=args.structured, max_len=args.max_len)

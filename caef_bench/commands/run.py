@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import backend_arguments, device_argument, model_arguments, say
+from .common import backend_arguments, out_argument, records_argument, say, seed_argument, solver_arguments
 
 SUITE_HELP = {
     "table1": "every system of baselines/ through lm-eval, on Table 1's cells",
@@ -48,8 +48,7 @@ def register(commands) -> None:
 def _common_options(suite: argparse.ArgumentParser, cells_help: str) -> None:
     suite.add_argument("--cells", help=cells_help)
     suite.add_argument("--limit", type=int, help="first N problems per cell")
-    suite.add_argument("--out", default="results/local",
-                       help="where the tables go (default results/local: the committed results/ stay as they are)")
+    out_argument(suite, "results/local", "where the tables go (the committed results/ stay as they are)")
 
 
 def _systems_options(suite: argparse.ArgumentParser, name: str) -> None:
@@ -69,14 +68,8 @@ def _systems_options(suite: argparse.ArgumentParser, name: str) -> None:
 
 def _solver_options(suite: argparse.ArgumentParser) -> None:
     """The options of the CAEF model a suite runs in this process."""
-    model_arguments(suite)
-    suite.add_argument("--records", help="folder of per-problem records (default work/records/<model>-<weights>); "
-                                         "reruns resume")
-    device_argument(suite)
-    suite.add_argument("--no-speculative", action="store_true", help="plain greedy decoding, one token per pass")
-    suite.add_argument("--per-cell", action="store_true",
-                       help="solve one cell after another (default: every cell's problems in the same batched "
-                            "rounds; the records are the same)")
+    solver_arguments(suite)
+    records_argument(suite)
     suite.add_argument("--reuse-steps", metavar="RECORDS",
                        help="an earlier run's records folder: calls to adapters that are unchanged since (same "
                             "bytes, base and position scheme) are answered from its records, the rest generated")
@@ -111,7 +104,7 @@ def _repeated_options(suite: argparse.ArgumentParser, name: str) -> None:
                        help="one-step cases per adapter and cell (default 20; 0: no one-step stress)")
     suite.add_argument("--onestep-cells", metavar="PATTERN",
                        help="the one-step stress on these of the cells only (default: all of --cells)")
-    suite.add_argument("--seed", type=int, default=0, help="the one-step cases' draw (default 0)")
+    seed_argument(suite, "one-step cases")
     suite.add_argument("--previous", metavar="FAILURE_ANALYSIS_JSON",
                        help="an earlier report of other weights (e.g. the committed results/failure_analysis.json "
                             "before new weights ship): its CAEF numbers are printed beside these, named "
@@ -130,11 +123,10 @@ def run_caef_suite(args: argparse.Namespace) -> int:
     from .common import step_model
 
     request = SuiteRequest(
-        suite=args.suite, tier=args.model, command=args.command_line,
+        suite=args.suite, tier=args.tier, command=args.command_line,
         cells=tuple(check_cells(args.cells.split(",") if args.cells else None)), limit=args.limit,
         checkpoints=args.checkpoints, records=Path(args.records) if args.records else None,
-        reuse_steps=Path(args.reuse_steps) if args.reuse_steps else None, keep_unchanged=args.keep_unchanged,
-        per_cell=args.per_cell)
+        reuse_steps=Path(args.reuse_steps) if args.reuse_steps else None, keep_unchanged=args.keep_unchanged)
 
     def progress(cell, result):
         say(f"{cell}: " + ", ".join(f"{k} {v['accuracy']:.1%} (N={v['n']})"
@@ -197,13 +189,13 @@ def run_repeated(args: argparse.Namespace) -> int:
     systems, chosen = choose_systems(args.systems)
     cells = select_cells(args.cells)
     request = RepeatedRequest(
-        command=args.command_line, tier=args.model, cells=tuple(cells), systems=tuple(systems[n] for n in chosen),
+        command=args.command_line, tier=args.tier, cells=tuple(cells), systems=tuple(systems[n] for n in chosen),
         work=Path(args.work or WORK_DIR / "repeated"), checkpoints=args.checkpoints,
         records=Path(args.records) if args.records else None, limit=args.limit,
         limits=system_limits(args.limits, systems), cells_of=cells_of(args.cells_of, systems, cells, select_cells),
         seed=args.seed, onestep_per_cell=args.onestep_per_cell,
         onestep_cells=tuple(select_cells(args.onestep_cells)) if args.onestep_cells else None,
-        speculative=not args.no_speculative, device=device(args), per_cell=args.per_cell,
+        speculative=not args.no_speculative, device=device(args),
         reuse_steps=Path(args.reuse_steps) if args.reuse_steps else None)
     results = run_systems(request, say=say)
     if previous is not None:

@@ -6,16 +6,14 @@ import argparse
 
 
 def register(commands) -> None:
-    from .common import backend_arguments, device_argument, model_arguments
+    from .common import backend_arguments, solver_arguments
 
     serve = commands.add_parser(
         "serve", help="CAEF as an OpenAI-compatible server: /v1/models, /v1/completions, /v1/chat/completions "
                       "(docs/serving.md)")
-    model_arguments(serve)
+    solver_arguments(serve)
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    device_argument(serve)
-    serve.add_argument("--no-speculative", action="store_true", help="plain greedy decoding, one token per pass")
     serve.add_argument("--batch-size", type=int,
                        help="cap the prompts of one model call (default: every prompt the runtime has ready at once)")
     backend_arguments(serve)
@@ -29,6 +27,6 @@ def run(args: argparse.Namespace) -> int:
 
     if not 0 < args.port < 65536:
         raise ValueError(f"--port must be 1-65535, not {args.port}")
-    serve(step_model(args), args.model, host=args.host, port=args.port, batch_size=args.batch_size,
+    serve(step_model(args), args.tier, host=args.host, port=args.port, batch_size=args.batch_size,
           checkpoints=args.checkpoints, say=say)
     return 0

@@ -103,7 +103,7 @@ def evaluate_curve(curve: Path, out: Path, per_cell: int = 100, ops: list[str] |
     from caef_bench.train.curve import shown_path
 
     if per_cell < 1:
-        raise ValueError(f"--per-cell must be >= 1, not {per_cell}")
+        raise ValueError(f"--limit must be >= 1, not {per_cell}")
     snapshots = curve_snapshots(curve, ops)
     base_folder, base_weights = _the_base(snapshots, base)
     earlier = json.loads(out.read_text()) if out.is_file() else {}

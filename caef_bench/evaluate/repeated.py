@@ -207,7 +207,6 @@ class RepeatedRequest:
     onestep_cells: tuple[str, ...] | None = None  # default: every cell of the run
     speculative: bool = True
     device: str | None = None
-    per_cell: bool = False  # CAEF: one cell after another, not all cells' problems in the same rounds
     reuse_steps: Path | None = None  # an earlier run's records folder, for calls to unchanged adapters
 
     def limit_of(self, system: System, cell: str | None = None) -> int | None:
@@ -256,7 +255,7 @@ def run_repeated(request: RepeatedRequest, say=print) -> dict:
             + "".join(f" ({n} on {pattern})" for pattern, n in cell_limits.items())
             + f", traced (records: {records}/)")
         cells_done = run_caef_repeated(step_model, own_cells, lambda cell: request.limit_of(system, cell), records,
-                                       per_cell=request.per_cell, reuse=reuse, progress=lambda cell, r: say(
+                                       reuse=reuse, progress=lambda cell, r: say(
             f"  {cell}: {r['end_to_end']['n'] - r['end_to_end']['correct']}/{r['end_to_end']['n']} wrong"))
         results["systems"][system.name] = {**base, "records": str(records), "cells": cells_done}
     if request.onestep_per_cell:

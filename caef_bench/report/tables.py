@@ -110,7 +110,7 @@ def reused_text(results: dict, sources) -> str:
 
 
 def carried_text(results: dict) -> str:
-    """The sentence for records copied from other weights (`caef-bench carry-records`), '' if none:
+    """The sentence for records copied from other weights (`caef-bench copy-records`), '' if none:
     how many, from which weights, and for which cells."""
     sources: dict[str, list] = {}
     for cell, result in results.items():
@@ -122,7 +122,7 @@ def carried_text(results: dict) -> str:
         f"{sum(n for _, n in cells)} problem records of {', '.join(cell for cell, _ in cells)} from the records "
         f"of weights `{weights}`" for weights, cells in sources.items())
         + ", whose adapters for those test cells (base, bytes and position scheme) are byte-identical to these "
-          "(`caef-bench carry-records`; each record says `carried_from`).")
+          "(`caef-bench copy-records`; each record says `carried_from`).")
 
 
 def suite_document(made: SuiteResults) -> dict:

@@ -340,12 +340,12 @@ def test_the_repeated_suite_reuses_the_steps_of_unchanged_adapters_too(trained, 
     assert main(common + ["--checkpoints", str(copy), "--records", str(tmp_path / "after"),
                           "--reuse-steps", str(tmp_path / "before")]) == 0
     _, after = _reused_records(tmp_path, "caef_rep_add_10_p1.jsonl")
-    document = json.loads((tmp_path / "results" / "failure_analysis.json").read_text())
+    document = json.loads((tmp_path / "results" / "repeated.json").read_text())
     result = document["systems"]["caef-tiny"]["cells"]["rep_add_10_p1"]
     aligner_calls = sum(s.adapter == "aligner_add" for r in after for s in r.steps)
     assert aligner_calls >= 2 and result["reused_calls"] == aligner_calls
     assert document["reuse_sources"][0]["folder"] == str(tmp_path / "before")
-    report = (tmp_path / "results" / "failure_analysis.md").read_text()
+    report = (tmp_path / "results" / "repeated.md").read_text()
     assert f"{aligner_calls} of the {sum(len(r.steps) for r in after)} model calls" in report
 
 

@@ -1,4 +1,4 @@
-"""The repeated-digit suite's cell selection and its report (results/failure_analysis.*), on results made
+"""The repeated-digit suite's cell selection and its report (results/repeated.*), on results made
 up here: the tables and the findings must follow the numbers, whichever way they point."""
 
 import json
@@ -9,8 +9,7 @@ from fault_models import BrokenModel
 
 from caef_bench.data.testsets import load_cell
 from caef_bench.evaluate.repeated import cell_parts, control_of, onestep_adapters, run_caef_repeated, select_cells
-from caef_bench.report.failures import (comparison, failure_markdown, findings, opening, with_previous,
-                                        write_failure_analysis)
+from caef_bench.report.repeated import comparison, findings, opening, repeated_markdown, with_previous, write_repeated
 
 
 def test_cells_by_name_and_pattern():
@@ -95,21 +94,21 @@ def test_a_previous_reports_caef_numbers_stand_beside_the_new_weights_and_the_ch
     new, old = _results(0, 0, n=50), _results(30, 0)
     old.update(weights="old", command="caef-bench run --suite repeated --limit 40")
     old["systems"]["caef-tiny @older"] = {**old["systems"]["caef-tiny"], "kind": "caef, previous weights"}
-    merged = with_previous(new, old, "results/failure_analysis.json")
+    merged = with_previous(new, old, "results/repeated.json")
     # the previous report's own CAEF run only (not what it carried), right after the system it stands for
     assert list(merged["systems"]) == ["caef-tiny", "caef-tiny @old", "gpt-4o"]
     lines = findings(merged)
     assert "no difference this N can show" in lines[0]
     assert lines[1].startswith("**`caef-tiny @old`**") and "30/40" in lines[1]
-    assert "taken from `results/failure_analysis.json`" in lines[1]
+    assert "taken from `results/repeated.json`" in lines[1]
     change = next(line for line in lines if line.startswith("**Before and after**"))
     assert "30/40" in change and "0/50" in change and "these weights (`abc`)" in change
-    markdown = failure_markdown(merged)
+    markdown = repeated_markdown(merged)
     assert "caef-tiny @old: error" in markdown and "Beside them, `caef-tiny @old`" in markdown
     # a report of no weights carries nothing; a rerun of the same weights keeps what that report had carried
     assert with_previous(new, {**old, "weights": None}, "x") is new
     assert with_previous(new, {**new, "command": "an earlier run"}, "x") is new
-    rerun = with_previous(new, merged, "results/failure_analysis.json")
+    rerun = with_previous(new, merged, "results/repeated.json")
     assert list(rerun["systems"]) == ["caef-tiny", "caef-tiny @old", "gpt-4o"]
     assert rerun["systems"]["caef-tiny @old"] == merged["systems"]["caef-tiny @old"]
 
@@ -136,7 +135,7 @@ def test_the_report_files_follow_the_records(tmp_path):
     assert len((tmp_path / "records" / "caef_rep_add_10_p1.jsonl").read_text().splitlines()) == 4
     results = _results(0, 0)
     results["systems"]["caef-tiny"].update(limit=4, cells=cells)
-    paths = write_failure_analysis(results, tmp_path)
+    paths = write_repeated(results, tmp_path)
     markdown = paths[0].read_text()
     assert "`caef-bench run --suite repeated`" in markdown and "weights `abc`" in markdown
     assert "Not run here: `gpt-4o` (needs OPENAI_API_KEY set)" in markdown
@@ -170,12 +169,12 @@ def test_a_per_cell_n_solves_each_cell_to_its_own_n_and_the_report_says_which(tm
     assert {cell: r["n"] for cell, r in cells.items()} == {"rep_add_10_p1": 5, "rep_add_10_control": 2}
     results = _results(0, 0)
     results["systems"]["caef-tiny"].update(limit=2, cells=cells, cell_limits=caef.cell_limits(limits))
-    assert "`caef-tiny` 2 per cell (5 on rep_add_10_p*, 1 cell)" in failure_markdown(results)
+    assert "`caef-tiny` 2 per cell (5 on rep_add_10_p*, 1 cell)" in repeated_markdown(results)
 
 
 def test_small_error_rates_keep_the_decimals_their_interval_needs():
     from caef_bench.evaluate.repeated import error_rate
-    from caef_bench.report.failures import _rate_text
+    from caef_bench.report.repeated import _rate_text
 
     assert _rate_text(error_rate(19, 8450)).startswith("0.22% [0.14, 0.35]")  # not "0% [0, 0]"
     assert _rate_text(error_rate(3, 200)).startswith("1.5% [0.5, 4.3]")

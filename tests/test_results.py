@@ -43,7 +43,7 @@ def _load(path: Path) -> dict:
 
 
 def test_there_are_reference_results():
-    assert {path.stem for path in CURRENT} >= {"table1", "table1_caef", "table2", "onestep", "failure_analysis",
+    assert {path.stem for path in CURRENT} >= {"table1", "table1_caef", "table2", "onestep", "repeated",
                                                "lora_direct_curve"}
     assert {str(path.relative_to(RESULTS)) for path in ON_TIERS} >= {"smollm2-135m/table2.json"}
 
@@ -52,7 +52,7 @@ def test_there_are_reference_results():
 def test_each_reference_result_names_the_shipped_weights(path, shipped):
     weights, adapters = shipped
     document = _load(path)
-    if "weights" in document:  # a tier's run: table1_caef, table2, onestep, failure_analysis
+    if "weights" in document:  # a tier's run: table1_caef, table2, onestep, repeated
         assert document["weights"] == weights, f"{path.name} was made on weights {document['weights']}"
         assert {name: document["adapters"][name] for name in document["adapters"]} == \
             {name: adapters[name] for name in document["adapters"]}, f"{path.name}: an adapter is not the shipped one"
@@ -64,7 +64,7 @@ def test_each_reference_result_names_the_shipped_weights(path, shipped):
         ran = {name: entry for name, entry in document["systems"].items() if "cells" in entry}
         assert ran and all(entry.get("weights") == system_weights(systems[name]) for name, entry in ran.items())
         assert any(entry.get("weights") == weights for entry in ran.values())
-    if path.stem == "failure_analysis":  # a previous report's system, beside these, says where it came from
+    if path.stem == "repeated":  # a previous report's system, beside these, says where it came from
         for name, entry in document["systems"].items():
             assert entry.get("weights") in (None, weights) or entry.get("from_report"), name
     if path.stem == "lora_direct_curve":  # trained on the shipped base, beside CAEF's committed table
@@ -160,7 +160,7 @@ def _figures() -> tuple[set[tuple[int, int]], set[str], set[str]]:
             cells = [point for arm in document["arms"] for point in arm["points"]]
         pairs |= {(stats["correct"], stats["n"]) for stats in cells} | {(stats["n"] - stats["correct"], stats["n"])
                                                                          for stats in cells}
-    analyses = [RESULTS / "failure_analysis.json", *(path for path in ON_TIERS if path.stem == "failure_analysis")]
+    analyses = [RESULTS / "repeated.json", *(path for path in ON_TIERS if path.stem == "repeated")]
     for system in (system for path in analyses for system in _load(path)["systems"].values()):
         if "cells" not in system:
             continue

@@ -15,7 +15,7 @@ SUITE_HELP = {
     "table1": "every system of baselines/ through lm-eval, on Table 1's cells",
     "table2": "Table 2: CAEF's components (aligners, executors) and end to end",
     "caef": "Table 1's CAEF rows, every run traced",
-    "repeated": "the repeated-digit failure analysis: every system, CAEF's one-step stress",
+    "repeated": "repeated digits against random controls: every system, CAEF's one-step stress",
 }
 
 
@@ -106,7 +106,7 @@ def _repeated_options(suite: argparse.ArgumentParser, name: str) -> None:
                        help="the one-step stress on these of the cells only (default: all of --cells)")
     seed_argument(suite, "one-step cases")
     suite.add_argument("--previous", metavar="FAILURE_ANALYSIS_JSON",
-                       help="an earlier report of other weights (e.g. the committed results/failure_analysis.json "
+                       help="an earlier report of other weights (e.g. the committed results/repeated.json "
                             "before new weights ship): its CAEF numbers are printed beside these, named "
                             "<system> @<weights>")
     suite.set_defaults(handler=run_repeated)
@@ -170,21 +170,21 @@ def run_table1(args: argparse.Namespace) -> int:
 
 
 def run_repeated(args: argparse.Namespace) -> int:
-    """The repeated-digit failure analysis: results/failure_analysis.* (default results/local/)."""
+    """Repeated digits against random controls: results/repeated.* (default results/local/)."""
     import json
     from pathlib import Path
 
     from caef_bench.evaluate.repeated import RepeatedRequest, run_repeated as run_systems, select_cells
     from caef_bench.evaluate.systems import cells_of, choose_systems, system_limits
     from caef_bench.paths import WORK_DIR
-    from caef_bench.report.failures import with_previous, write_failure_analysis
+    from caef_bench.report.repeated import with_previous, write_repeated
 
     from .common import device
 
     previous = None
     if args.previous:  # read before the run: a bad file must fail before hours of solving, not after
         if not Path(args.previous).is_file():
-            raise SystemExit(f"--previous {args.previous}: no such report (a failure_analysis.json)")
+            raise SystemExit(f"--previous {args.previous}: no such report (a repeated.json)")
         previous = json.loads(Path(args.previous).read_text())
     systems, chosen = choose_systems(args.systems)
     cells = select_cells(args.cells)
@@ -200,6 +200,6 @@ def run_repeated(args: argparse.Namespace) -> int:
     results = run_systems(request, say=say)
     if previous is not None:
         results = with_previous(results, previous, args.previous)
-    for path in write_failure_analysis(results, args.out):
+    for path in write_repeated(results, args.out):
         print(f"wrote {path}")
     return 0

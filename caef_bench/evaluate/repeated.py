@@ -215,7 +215,7 @@ class RepeatedRequest:
 
 def run_repeated(request: RepeatedRequest, say=print) -> dict:
     """Every system on the repeated-digit cells, then the one-step stress: the results document that
-    `report.failures.write_failure_analysis` reads."""
+    `report.repeated.write_repeated` reads."""
     from caef_bench.runtime.hf import load_step_model
 
     started = time.perf_counter()

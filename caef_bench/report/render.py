@@ -24,7 +24,7 @@ def _kind(document: dict) -> str:
     if "systems" in document and "notes" in document:
         return "table1"
     if "systems" in document and "onestep_per_cell" in document:
-        return "failure_analysis"
+        return "repeated"
     if "points" in document and "runs" in document:
         return "lora_direct_curve"
     if "arms" in document and "cell" in document:
@@ -34,7 +34,7 @@ def _kind(document: dict) -> str:
     if "results" in document and "limit" in document and "tier" in document:
         return "suite"
     raise ValueError("not a results document caef-bench writes (table1, table1_caef, table2, onestep, "
-                     "failure_analysis, lora_direct_curve, direct_capacity or long_operands JSON)")
+                     "repeated, lora_direct_curve, direct_capacity or long_operands JSON)")
 
 
 def render_markdown(document: dict) -> tuple[str, str]:
@@ -48,10 +48,10 @@ def render_markdown(document: dict) -> tuple[str, str]:
         from caef_bench.report.long_operands import FILES, long_operands_markdown
 
         return FILES[0], long_operands_markdown(document)
-    if kind == "failure_analysis":
-        from caef_bench.report.failures import failure_markdown
+    if kind == "repeated":
+        from caef_bench.report.repeated import repeated_markdown
 
-        return "failure_analysis.md", failure_markdown(document)
+        return "repeated.md", repeated_markdown(document)
     if kind == "lora_direct_curve":
         from caef_bench.report.direct_curve import FILES, curve_markdown
 

@@ -1,4 +1,4 @@
-"""results/failure_analysis.md, .json and .png: repeated-digit cells against their random controls.
+"""results/repeated.md, .json and .png: repeated-digit cells against their random controls.
 
 Everything here is computed from the results dict that `caef-bench run --suite repeated` builds
 (evaluate.repeated): error rates with Wilson intervals, Fisher's exact test of each pattern cell
@@ -427,7 +427,7 @@ def _cells_text(count: int) -> str:
     return f"{count} cell" + ("" if count == 1 else "s")
 
 
-def failure_markdown(results: dict) -> str:
+def repeated_markdown(results: dict) -> str:
     systems = results["systems"]
     ran = _systems_that_ran(results)
     n_text = "; ".join(f"`{name}` {system['limit'] if system.get('limit') else 'all'} per cell"
@@ -449,7 +449,7 @@ def failure_markdown(results: dict) -> str:
         + f", traced end to end through the runtime (per-problem records: `{results['records']}/`"
         + (f"; {resumed} problem runs were read from records earlier runs of these weights wrote" if resumed else "")
         + ")." + carried + " Baselines through lm-evaluation-harness, each in its own prompt style (their commands are in "
-          "`failure_analysis.json`). "
+          "`repeated.json`). "
         f"N (the first N problems of each of the {len(results['cells'])} test cells, 200 in each test set): {n_text or 'none'}. "
         f"One-step stress: up to {results['onestep_per_cell']} cases per adapter and cell (an aligner's split "
         f"between (I) and (O)), seed {results['seed']}"
@@ -462,8 +462,8 @@ def failure_markdown(results: dict) -> str:
                   f"`{system['from_report']}` (written by `{system['from_command']}`)."
                   for name, system in ran.items() if system.get("kind") == PREVIOUS_KIND))
     lines = [
-        "## Failure analysis on repeated-digit operands", "", opening(results), "",
-        "![Error rates on repeated digits against random controls](failure_analysis.png)",
+        "## Repeated digits: failures against random controls", "", opening(results), "",
+        "![Error rates on repeated digits against random controls](repeated.png)",
         "", "### What the numbers support", "", *[f"{line}\n" for line in findings(results)],
         "### End to end: misses (a wrong answer or none), pooled over the operators", "",
         "Pattern cells against the control cells of the same length; each system's own N. "
@@ -587,11 +587,11 @@ def failure_figure(results: dict, path: str | Path) -> None:
     plt.close(fig)
 
 
-def write_failure_analysis(results: dict, out: str | Path) -> list[Path]:
+def write_repeated(results: dict, out: str | Path) -> list[Path]:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    paths = [out / "failure_analysis.md", out / "failure_analysis.json", out / "failure_analysis.png"]
-    paths[0].write_text(failure_markdown(results))
+    paths = [out / "repeated.md", out / "repeated.json", out / "repeated.png"]
+    paths[0].write_text(repeated_markdown(results))
     paths[1].write_text(json.dumps(results, indent=1) + "\n")
     failure_figure(results, paths[2])
     return paths

@@ -62,6 +62,7 @@ main_job() {
     echo "   of 5 and 10 digits"
     part table1 "$cli" run --suite table1 --out "$out" --cells-of 'caef-tiny=*_5,*_10,mul_1_10,div_1_10' \
         --cells-of 'lora-direct-smollm2-135m=add_5,add_10,sub_5,sub_10,gt_5,gt_10,lt_5,lt_10' \
+        --cells-of 'caef-smollm2-135m=*_5,*_10' \
         --limits caef-smollm2-135m=5,lora-direct-smollm2-135m=5
     echo "== Table 2 (components) on the tiny tier, first ${CAEF_LIMIT:-5} problems per cell"
     part table2 "$cli" run --suite table2 --tier tiny --limit "${CAEF_LIMIT:-5}" --out "$out"

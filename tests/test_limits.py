@@ -124,3 +124,11 @@ def test_smollm2_runs_whole_states_to_its_trained_10_digits_and_add_and_comparis
         with pytest.raises(BeyondTierError, match="the smollm2-135m tier supports") as error:
             check_supported(tier, expr)
         assert named in str(error.value)
+
+
+def test_the_caef_lm_eval_model_says_in_its_results_config_how_it_runs_long_operands():
+    info = CaefLM(tier="smollm2-135m", step_model=NeverCalled()).get_model_info()
+    assert info["caef_tier"] == "smollm2-135m" and info["caef_weights"] == "none"
+    assert info["caef_windowing"] == {"ops": ["add", "gt", "lt", "eq"], "past_digits": 10, "width": 10, "back": 4,
+                                      "chunk": 9}
+    assert CaefLM(tier="llama-3.1-8b", step_model=NeverCalled()).get_model_info()["caef_windowing"] is None

@@ -23,7 +23,7 @@ from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
 from caef_bench.machines import parse_expression, typed_expression
-from caef_bench.models.limits import BeyondTierError, check_lengths, check_within_tier, windowing
+from caef_bench.models.limits import WINDOWED_OPS, BeyondTierError, check_lengths, check_within_tier, windowing
 from caef_bench.runtime.backends import check_operators
 
 
@@ -101,6 +101,15 @@ class CaefLM(_NoLoglikelihood, LM):
 
             self.records.parent.mkdir(parents=True, exist_ok=True)
             write_weights(self.records.parent, weights, adapters, source)
+
+    def get_model_info(self) -> dict:
+        """What lm-eval puts in its results' config: the tier, its weights, and how it runs long operands
+        (each windowed problem's record says so as well)."""
+        shape = windowing(self.tier)
+        return {"caef_tier": self.tier, "caef_weights": getattr(self.checked_model, "fingerprint", None),
+                "caef_windowing": None if shape is None else {
+                    "ops": list(WINDOWED_OPS), "past_digits": shape.past, "width": shape.width, "back": shape.back,
+                    "chunk": shape.chunk}}
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         from caef_bench.runtime import Problem, load_records, solve_batch, solve_to_file

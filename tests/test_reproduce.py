@@ -39,7 +39,7 @@ def test_the_main_job_prints_each_parts_wall_time_after_it_and_the_total_at_the_
         "caef-bench data testsets --check", "caef-bench trace 89*2=",
         "caef-bench run --suite table1 --out results/local --cells-of caef-tiny=*_5,*_10,mul_1_10,div_1_10 "
         "--cells-of lora-direct-smollm2-135m=add_5,add_10,sub_5,sub_10,gt_5,gt_10,lt_5,lt_10 "
-        "--limits caef-smollm2-135m=5,lora-direct-smollm2-135m=5",
+        "--cells-of caef-smollm2-135m=*_5,*_10 --limits caef-smollm2-135m=5,lora-direct-smollm2-135m=5",
         "caef-bench run --suite table2 --tier tiny --limit 3 --out results/local",
     ]  # (checkpoints/tiny/ is in the checkout: no training part)
     timed = [re.fullmatch(r"== part (\w+) took \d+m\d\ds", line) for line in lines]

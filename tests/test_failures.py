@@ -304,7 +304,7 @@ def test_fisher_exact_by_hand_and_against_scipy():
     assert fisher_exact(0, 8, 8, 8) == pytest.approx(2 / math.comb(16, 8))
     assert fisher_exact(3, 10, 3, 10) == pytest.approx(1.0)
     assert fisher_exact(0, 0, 1, 5) == 1.0
-    import scipy.stats as scipy_stats  # (declared in the test extra)
+    import scipy.stats as scipy_stats  # (what fisher_exact calls: the call's table and the p it keeps)
     # (the last two: a whole repeated-digit evaluation's pooled sizes, weights beyond a float's range)
     for table in ((1, 9, 11, 3), (7, 12, 2, 10), (0, 200, 5, 200), (4, 4, 0, 30), (72, 1678, 1, 349), (500, 2385, 2, 548)):
         k1, n1, k2, n2 = table[0], table[0] + table[1], table[2], table[2] + table[3]

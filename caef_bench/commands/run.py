@@ -158,7 +158,7 @@ def run_table1(args: argparse.Namespace) -> int:
         keep_other_systems(previous, dict.fromkeys(chosen), systems)
     cells = args.cells.split(",") if args.cells else table1_cells()
     results = run_systems([systems[name] for name in chosen], cells, args.limit, Path(args.work or WORK_DIR / "table1"),
-                          progress=say, limits=system_limits(args.limits, systems),
+                          progress=say, limits=system_limits(args.limits, systems), out=Path(args.out),
                           cells_of=cells_of(args.cells_of, systems, cells, lambda p: match_cells(p, table1_cells())))
     if previous is not None:
         results = keep_other_systems(previous, results, systems)

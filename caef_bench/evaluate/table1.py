@@ -11,6 +11,7 @@ requests in flight, and a rerun skips every cell whose samples are complete. Sto
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import os
 import signal
@@ -50,6 +51,45 @@ def cell_result(samples: list[dict]) -> dict:
     result["examples"] = [{"expr": s["doc"]["expr"], "answer": s["doc"]["answer"], "reply": reply_text(s)}
                           for s in wrong[:EXAMPLES_KEPT]]
     return result
+
+
+def problem_lines(system: System, samples: dict[str, list[dict]], weights: str | None) -> list[dict]:
+    """One line per problem a system answered: its cell, expression, target, reply and verdict (the
+    tasks' exact match), and for a CAEF tier with records the runtime's record of it (outcome, model
+    calls, first divergence, windowed or not, every step), so a reader can check any one problem."""
+    runtime = _runtime_records(system, weights)
+    lines = []
+    for cell, cell_samples in samples.items():
+        for sample in cell_samples:
+            line = {"cell": cell, "expr": sample["doc"]["expr"], "target": sample["doc"]["answer"],
+                    "reply": reply_text(sample), "correct": bool(sample["exact_match"])}
+            if (record := runtime.get(line["expr"])) is not None:
+                line["caef"] = record
+            lines.append(line)
+    return lines
+
+
+def _runtime_records(system: System, weights: str | None) -> dict[str, dict]:
+    """The CAEF runtime's records of a tier's system (model_args `records`), by expression."""
+    args = system.resolved_model_args()
+    if not weights or not args.get("records"):
+        return {}
+    from caef_bench.runtime.records import load_records
+
+    path = Path(args["records"]) / f"{args['tier']}-{weights}" / "lm_eval.jsonl"
+    return {record.expr: record.to_dict() for record in load_records(path)}
+
+
+def write_problem_lines(lines: list[dict], path: Path) -> None:
+    """Problem lines as gzipped JSON lines, byte for byte the same for the same lines (no timestamp)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as packed:
+        packed.write("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines).encode())
+
+
+def read_problem_lines(path: Path) -> list[dict]:
+    with gzip.open(path, "rt", encoding="utf-8") as packed:
+        return [json.loads(line) for line in packed if line.strip()]
 
 
 def reply_text(sample: dict) -> str:
@@ -149,8 +189,10 @@ def run_child(command: list[str], env: dict | None = None, grace: float = GRACE_
     return returncode
 
 
-def run_system(system: System, cells: list[str], limit: int | None, work: Path, progress=print) -> dict:
-    """Run one system on the cells it has not finished (resumable), and score every cell."""
+def run_system(system: System, cells: list[str], limit: int | None, work: Path, progress=print,
+               out: Path | None = None) -> dict:
+    """Run one system on the cells it has not finished (resumable), and score every cell. `out`: the
+    report's folder, whose records/table1/ gets the system's problems, one line each (`problem_lines`)."""
     weights = system_weights(system)
     folder = system_folder(system, work, weights)
     done = {cell: samples for cell, samples in read_samples(folder, system, cells).items()
@@ -174,15 +216,19 @@ def run_system(system: System, cells: list[str], limit: int | None, work: Path, 
               "cells": {cell: cell_result(done[cell]) for cell in cells}}
     if weights:
         result["weights"] = weights
+    if out is not None:
+        result["records"] = f"records/table1/{system.name}.jsonl.gz"  # (from the report's folder)
+        write_problem_lines(problem_lines(system, {cell: done[cell] for cell in cells}, weights),
+                            out / result["records"])
     return result
 
 
 def run_table1(systems: list[System], cells: list[str] | None = None, limit: int | None = None,
                work: Path = WORK_DIR / "table1", progress=print, cells_of: dict | None = None,
-               limits: dict | None = None) -> dict:
+               limits: dict | None = None, out: Path | None = None) -> dict:
     """Every system that can run here, on every cell (or on its own cells in `cells_of`: a slow system on
     a CPU) at its N (`limits` by name, else `limit`, else the system's own); a one-line reason for each
-    one that cannot."""
+    one that cannot. `out`: the report's folder, where each system's problem lines go (`run_system`)."""
     cells = cells or table1_cells()
     results = {}
     for system in systems:
@@ -202,7 +248,7 @@ def run_table1(systems: list[System], cells: list[str] | None = None, limit: int
             progress(f"{system.name}: skipped, none of these cells is one it runs ({system.cells})")
             results[system.name] = {**base, "skipped": f"runs on {system.cells} only: {system.cells_why}".rstrip(": ")}
             continue
-        results[system.name] = {**base, **run_system(system, own_cells, chosen, work, progress),
+        results[system.name] = {**base, **run_system(system, own_cells, chosen, work, progress, out),
                                 "cells_asked": len(cells)}
     return results
 

@@ -119,7 +119,7 @@ def test_the_train_curve_command_builds_its_request_from_the_flags(monkeypatch, 
     assert request.overrides["stage2_batch"] == 64 and request.workers == 3
     assert request.direct_position_scheme == "standard" and request.command.startswith("caef-bench train-curve")
     assert "max_len" not in request.overrides
-    assert main(["train-curve", "--ops", "add", "--max-len", "10", "--quiet"]) == 0
+    assert main(["train-curve", "--ops", "add", "--set", "max_len=10", "--quiet"]) == 0
     assert seen[1][0].overrides["max_len"] == 10
     assert main(["train-curve", "--fractions", "2"]) == 2
     assert "not in (0, 1]" in capsys.readouterr().err

@@ -118,15 +118,31 @@ def test_the_command_line_overrides_preset_fields_and_batch_sets_the_base_and_st
     from dataclasses import fields
 
     from caef_bench.cli import build_parser
-    from caef_bench.train.presets import OVERRIDABLE, Preset, preset_overrides
+    from caef_bench.train.presets import OPTIONS, OVERRIDABLE, Preset, preset_overrides, run_settings
 
-    args = vars(build_parser().parse_args(["train", "--batch", "16", "--share", "nines=0.1", "--lr", "3e-4"]))
-    assert preset_overrides(args) == {"base_batch": 16, "stage2_batch": 16, "mix": {"nines": 0.1}, "lr": 3e-4}
+    args = vars(build_parser().parse_args(["train", "--batch", "16", "--share", "nines=0.1", "--lr", "3e-4",
+                                           "--set", "base_steps=7,max_len=20", "--set", "anonymous_cells=true"]))
+    assert preset_overrides(args) == {"base_batch": 16, "stage2_batch": 16, "mix": {"nines": 0.1}, "lr": 3e-4,
+                                      "base_steps": 7, "max_len": 20}
+    assert run_settings(args)["anonymous_cells"] is True
     assert preset_overrides(vars(build_parser().parse_args(["train"]))) == {}
-    # the flags before --share, in recorded commands: the chances of their day, one adapter at a time
-    old = vars(build_parser().parse_args(["train", "--nines-share", "0.1", "--top-steps-share", "0.5"]))
-    assert preset_overrides(old) == {"sequential": {"nines_share": 0.1, "top_steps_share": 0.5}}
-    with pytest.raises(ValueError, match="one or the other"):
-        preset_overrides(vars(build_parser().parse_args(["train", "--share", "wide=0.1", "--nines-share", "0.1"])))
-    assert set(OVERRIDABLE) <= set(args)  # each has its option
+    for wrong in ("lr=0.1", "nines_share=0.1", "max_len"):  # an option of its own, no such field, no value
+        with pytest.raises(ValueError, match="expected NAME=VALUE"):
+            preset_overrides(vars(build_parser().parse_args(["train", "--set", wrong])))
+    assert set(OPTIONS) <= set(args)  # each has its option
     assert set(OVERRIDABLE) - {"batch"} <= {f.name for f in fields(Preset)}
+
+
+def test_a_preset_is_a_file_and_a_file_of_ones_own_is_a_preset(tmp_path):
+    from caef_bench.train.presets import FOLDER, preset, read_preset
+
+    assert sorted(PRESETS) == sorted(path.stem for path in FOLDER.glob("*.yaml")) == ["llama", "smollm2", "tiny"]
+    own = tmp_path / "mine.yaml"
+    own.write_text((FOLDER / "smollm2.yaml").read_text().replace("name: smollm2", "name: mine").replace("lr: 0.003", "lr: 0.002"))
+    assert preset(str(own)) == read_preset(own) and read_preset(own).lr == 0.002
+    assert read_preset(own).adapter_plans == PRESETS["smollm2"].adapter_plans
+    (tmp_path / "bad.yaml").write_text("name: bad\nlora_rank: 8\n")
+    with pytest.raises(ValueError, match="unknown preset field"):
+        read_preset(tmp_path / "bad.yaml")
+    with pytest.raises(ValueError, match="unknown preset"):
+        preset("no-such-preset")

@@ -47,23 +47,10 @@ def test_the_shipped_mixes_are_their_manifests_sequential_settings_and_back():
     assert mixes.to_sequential("executor", "add", SHIPPED_ROUNDS["executor_add"]["mix"])["top_steps_share"] == 0.6
 
 
-def test_an_old_share_flag_replaces_its_chance_in_the_plan_and_keeps_the_rest():
+def test_a_share_given_replaces_its_fraction_in_the_plan_and_keeps_the_rest():
     tiny = PRESETS["tiny"]
     plan = tiny.for_adapter("executor", "add").mix
-    assert tiny.for_adapter("executor", "add", {"sequential": {"top_steps_share": 0.6}}).mix == plan
-    changed = tiny.for_adapter("executor", "add", {"sequential": {"nines_share": 0.0}}).mix
-    assert "nines" not in changed and changed["top_steps"] == 0.6  # top_steps' chance now applies to all draws
     assert tiny.for_adapter("executor", "add", {"mix": {"top_steps": 0.3}}).mix == {**plan, "top_steps": 0.3}
-
-
-@pytest.mark.parametrize("share", ["carry_in", "carry_to_ten", "longest"])
-def test_an_old_share_flag_is_refused_where_the_mix_has_a_share_no_old_flag_sets(share):
-    tiny = PRESETS["tiny"]
-    with pytest.raises(ValueError, match=f"executor_add: its mix has {share}, which no `--<name>-share` flag"):
-        tiny.for_adapter("executor", "add", {"mix": {share: 0.2}, "sequential": {"nines_share": 0.1}})
-    # a share that does not apply to this adapter (carry_in: add's executor only) does not stop the old flags
-    if share != "longest":
-        assert tiny.for_adapter("aligner", "add", {"mix": {share: 0.2}, "sequential": {"equal_share": 0.3}})
 
 
 @pytest.mark.parametrize("mix, message", [

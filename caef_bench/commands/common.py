@@ -74,6 +74,36 @@ def backend_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-url", help="--backend openai: the server's address, e.g. http://127.0.0.1:8000/v1")
 
 
+def training_arguments(parser: argparse.ArgumentParser) -> None:
+    """What train and train-curve share: the run's budget, batches, machine and preset fields."""
+    parser.add_argument("--stage2-steps", type=int, help="override the budget: stage-2 steps per adapter (of --batch)")
+    parser.add_argument("--lr", type=float, help="override the adapters' learning rate")
+    parser.add_argument("--batch", type=int, help="override the base and stage-2 batch size (budgets are samples: a "
+                                                  "smaller batch runs more steps)")
+    parser.add_argument("--set", action="append", metavar="FIELD=VALUE",
+                        help="override another field of the preset (caef_bench/train/presets/), or a setting of the "
+                             "run: base_steps, base_lr, curriculum_steps, max_len, position_scheme, position_offsets, "
+                             "decay, anonymous_cells, anonymous_digits, direct_position_scheme (repeatable, or "
+                             "F=V,F=V)")
+    parser.add_argument("--stop-after", type=float,
+                        help="seconds for the whole command: stop the run in progress then, start no other; the "
+                             "same command goes on later")
+    seed_argument(parser)
+    device_argument(parser)
+    parser.add_argument("--workers", type=int, default=0, help="processes building batches ahead (use several on a GPU)")
+    parser.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",
+                        help="bf16 autocast or fp32 (default auto: bf16 on a GPU and on a CPU with native bf16, "
+                             "such as AMX or AVX512-BF16)")
+    parser.add_argument("--micro-batch-tokens", type=int,
+                        help="split each step's batch into length-sorted micro-batches of at most N padded tokens, "
+                             "same gradient (default 4096 on a CPU, whole batches on a GPU; 0: whole batches)")
+    quiet_argument(parser)
+
+
+def quiet_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
 def adapter_arguments(parser: argparse.ArgumentParser) -> None:
     """What an adapter is and, for the LoRA-direct ones, what they draw (preset fields)."""
     parser.add_argument("--lora-r", type=int, help="override the preset's LoRA rank")

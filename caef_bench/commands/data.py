@@ -6,19 +6,18 @@ import argparse
 
 
 def register(commands) -> None:
+    from .common import out_argument, quiet_argument, seed_argument
+
     data = commands.add_parser("data", help="training data and test sets").add_subparsers(dest="data_command",
                                                                                           required=True)
     build = data.add_parser("build", help="write executor, aligner and LoRA-direct training samples as JSONL")
-    build.add_argument("--out", default="work/data", help="output folder (default: work/data)")
+    out_argument(build, "work/data", "output folder")
     build.add_argument("--max-len", type=int, default=100, help="operand lengths 1..N (default 100)")
     build.add_argument("--per-class", type=int, default=20, help="expressions per (len(a), len(b)) class (default 20)")
-    build.add_argument("--middle", type=int, default=3, help="random middle transitions kept per trace (default 3)")
-    build.add_argument("--balance", action="store_true", help="more expressions for short operands")
-    build.add_argument("--stage1-per-class", type=int, default=1, help="expressions per class with stage-1 prompts")
-    build.add_argument("--seed", type=int, default=0)
+    seed_argument(build, "expressions")
     build.add_argument("--ops", help="comma-separated, default all: add,sub,mul,div,gt,lt,eq,reflection,left_mask")
     build.add_argument("--kinds", help="comma-separated, default all: executor,aligner,direct")
-    build.add_argument("--quiet", action="store_true", help="no progress bars")
+    quiet_argument(build)
     build.set_defaults(handler=build_data)
     testsets = data.add_parser("testsets", help="write (or --check) the paper's test sets")
     testsets.add_argument("--out", help="data folder (default: the committed tasks/data)")
@@ -36,10 +35,9 @@ def build_data(args: argparse.Namespace) -> int:
     unknown = [o for o in ops if o not in EXECUTOR_OPS] + [k for k in kinds if k not in KINDS]
     if unknown:
         raise ValueError(f"unknown op or kind: {', '.join(unknown)}")
-    if args.max_len < 1 or args.per_class < 1 or args.middle < 0:
-        raise ValueError("--max-len and --per-class must be >= 1, --middle >= 0")
-    config = BuildConfig(max_len=args.max_len, per_class=args.per_class, middle=args.middle, balance=args.balance,
-                         stage1_per_class=args.stage1_per_class, seed=args.seed, ops=ops, kinds=kinds)
+    if args.max_len < 1 or args.per_class < 1:
+        raise ValueError("--max-len and --per-class must be >= 1")
+    config = BuildConfig(max_len=args.max_len, per_class=args.per_class, seed=args.seed, ops=ops, kinds=kinds)
     print(format_summary(build(args.out, config, progress=not args.quiet)))
     print(f"written to {args.out}/ (summary.json has the config and SHA-256 of every file)")
     return 0

@@ -6,6 +6,8 @@ import argparse
 
 
 def register(commands) -> None:
+    from .common import out_argument
+
     curve_report = commands.add_parser(
         "report-curve", help="lora_direct_curve.md, .json and .png from eval-curve's JSON, beside CAEF and the paper")
     curve_report.add_argument("--evaluation", action="append",
@@ -15,7 +17,7 @@ def register(commands) -> None:
                                    "plan trained again, further) takes its place for the operators it holds")
     curve_report.add_argument("--caef", default="results/table1_caef.json",
                               help="CAEF's results at its full budget (default results/table1_caef.json; '' for none)")
-    curve_report.add_argument("--out", default="results/local", help="where the three files go (default results/local)")
+    out_argument(curve_report, "results/local", "where the three files go")
     curve_report.set_defaults(handler=run)
 
 

@@ -6,45 +6,25 @@ import argparse
 
 
 def register(commands) -> None:
-    from caef_bench.models.positions import checked_scheme
-    from caef_bench.train.mix import SEQUENTIAL
-
-    from .common import adapter_arguments
+    from .common import adapter_arguments, out_argument, training_arguments
 
     train = commands.add_parser("train", help="train CAEF adapters (and the tiny tier's base)")
-    train.add_argument("--preset", default="tiny", help="tiny (default), smollm2 or llama")
-    train.add_argument("--out", default="checkpoints/tiny",
-                       help="output folder, official adapter layout (default: checkpoints/tiny, the tiny tier's)")
+    train.add_argument("--preset", default="tiny",
+                       help="tiny (default), smollm2, llama (caef_bench/train/presets/*.yaml), or a preset file of "
+                            "your own (.yaml)")
+    out_argument(train, "checkpoints/tiny", "output folder, official adapter layout (the tiny tier's by default)")
     train.add_argument("--base", help="base model folder, or a tier's name (smollm2-135m): required except for "
                                       "the tiny preset")
     train.add_argument("--data", help="`caef-bench data build` folder to train from (default: draw from the machines)")
     train.add_argument("--executors", help="comma-separated ops (default all nine)")
     train.add_argument("--aligners", help="comma-separated ops (default all seven)")
     train.add_argument("--direct", help="comma-separated ops for the LoRA-direct baseline (default none)")
-    train.add_argument("--base-steps", type=int, help="override the preset's base pre-training steps")
     train.add_argument("--stage1-steps", type=int, help="override the preset's stage-1 steps per adapter")
-    train.add_argument("--stage2-steps", type=int, help="override the preset's stage-2 steps per adapter")
-    train.add_argument("--max-len", type=int, help="operand lengths 1..N (default 100)")
     train.add_argument("--time-budget", type=float,
                        help="seconds per training run in this invocation; the same command goes on later")
-    train.add_argument("--stop-after", type=float,
-                       help="seconds for the whole command: stop the run in progress then, start no other; "
-                            "the same command goes on later")
     train.add_argument("--eval-per-cell", type=int, default=50, help="one-step evaluation cases per test cell (0: none)")
-    train.add_argument("--seed", type=int, default=0)
-    train.add_argument("--device", help="cpu, cuda, cuda:1 … (default: cuda when available)")
-    train.add_argument("--workers", type=int, default=0, help="processes building batches ahead (use several on a GPU)")
-    train.add_argument("--batch", type=int, help="override the base and stage-2 batch size (larger on a GPU)")
-    train.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",
-                       help="bf16 autocast or fp32 (default auto: bf16 on a GPU and on a CPU with native bf16, "
-                            "such as AMX or AVX512-BF16)")
-    train.add_argument("--micro-batch-tokens", type=int,
-                       help="split each step's batch into length-sorted micro-batches of at most N padded tokens, "
-                            "same gradient (default 4096 on a CPU, whole batches on a GPU; 0: whole batches)")
-    train.add_argument("--lr", type=float, help="override the adapters' learning rate")
-    train.add_argument("--base-lr", type=float, help="override the tiny base's learning rate")
+    training_arguments(train)
     train.add_argument("--base-init", help="tiny preset: pre-train the base further, starting from this base folder")
-    train.add_argument("--curriculum-steps", type=int, help="override the base steps over which operand lengths grow to max")
     train.add_argument("--adapter-init", help="train each adapter further, starting from the one of the same name "
                                               "in this folder (official layout, e.g. checkpoints/tiny)")
     train.add_argument("--adapter-init-op", metavar="OP",
@@ -54,32 +34,10 @@ def register(commands) -> None:
                        help="X of each adapter's draws from NAME, over its plan's (repeatable, or NAME=X,NAME=X); "
                             "of the draws: " + _shares("draws") + "; of a part of them: " + _shares(None)
                             + "; the rest of the draws are the protocol's on random operands (caef_bench/train/mix.py)")
-    for name in SEQUENTIAL:  # the flags before --share, in recorded commands: chances one after another
-        train.add_argument(f"--{name.replace('_', '-')}", type=float, dest=name, help=argparse.SUPPRESS)
-    train.add_argument("--anonymous-cells", action="store_true",
-                       help="layer 0's attention reads every tape cell alike (models.anonymous_cells): what a run of "
-                            "one digit no longer outvotes; recorded in each adapter's manifest, and the runtime "
-                            "runs those adapters the same way")
-    train.add_argument("--anonymous-digits", nargs="?", const="all", choices=("all", "expressions"),
-                       help="--anonymous-cells, and plain digits alike too (aligners read operands as plain "
-                            "digits); 'expressions': only in the sequences that begin with one (aligner (I)), so "
-                            "an executor trained in the same command runs ungated")
-    train.add_argument("--position-scheme", type=checked_scheme,
-                       help="override the position scheme (default: the preset's, or the --base's own): standard, "
-                            "coupled, coupled-expr or coupled-hints, a coupled one optionally with its field stride "
-                            "(coupled-hints/1024: fields of up to 1,023 cells)")
-    train.add_argument("--position-offsets", type=int, metavar="N",
-                       help="shift each training sample's position ids (but <s>'s and <sep>'s) by an offset in "
-                            "0..N, so no cell is found by its distance from the segment's start (models.positions; "
-                            "for operands longer than training's)")
-    train.add_argument("--direct-position-scheme", type=checked_scheme, default="standard",
-                       help="the ids the LoRA-direct adapters train with, whatever the base's (default standard, "
-                            "the paper's; another is its own system, not the paper's row)")
     adapter_arguments(train)
     train.add_argument("--processes", type=int, default=1, metavar="N",
                        help="train the adapters in N processes side by side, each a share of them into the same "
                             "--out (for a GPU one process cannot fill; the base, if trained, first)")
-    train.add_argument("--quiet", action="store_true")
     # jemalloc before torch is imported: the allocator is fixed when a process starts (train.allocator)
     train.set_defaults(handler=run, reexecute_with_jemalloc=True)
 
@@ -98,13 +56,12 @@ def run(args: argparse.Namespace) -> int:
 
     from caef_bench.evaluate.onestep import one_step_check
     from caef_bench.machines import ALIGNED_OPS, EXECUTOR_OPS
-    from caef_bench.train.presets import PRESETS, preset_overrides
+    from caef_bench.train.presets import preset, preset_overrides, run_settings
     from caef_bench.train.recipe import TrainRequest, check_draws, format_summary, run_training
 
     from .common import ops, said_stopped, stoppable
 
-    if args.preset not in PRESETS:
-        raise ValueError(f"unknown preset {args.preset!r}; expected one of {', '.join(PRESETS)}")
+    chosen = preset(args.preset)
     request = TrainRequest(
         preset=args.preset, out=Path(args.out), seed=args.seed, base=args.base,
         data=Path(args.data) if args.data else None,
@@ -117,13 +74,12 @@ def run(args: argparse.Namespace) -> int:
         workers=args.workers, precision=args.precision, micro_batch_tokens=args.micro_batch_tokens,
         base_init=Path(args.base_init) if args.base_init else None,
         adapter_init=Path(args.adapter_init) if args.adapter_init else None, adapter_init_op=args.adapter_init_op,
-        direct_position_scheme=args.direct_position_scheme, anonymous_cells=args.anonymous_cells,
-        anonymous_digits=args.anonymous_digits,
+        **run_settings(vars(args)),
     )
     if args.adapter_init_op and not args.adapter_init:
         raise ValueError("--adapter-init-op names an adapter in the --adapter-init folder: pass --adapter-init too")
-    if args.preset != "tiny" and not args.base:
-        raise ValueError(f"preset {args.preset!r} trains adapters on a given base: pass --base PATH")
+    if chosen.name != "tiny" and not args.base:
+        raise ValueError(f"preset {chosen.name!r} trains adapters on a given base: pass --base PATH")
     check_draws(request)
     if args.processes > 1:
         from caef_bench.train.processes import train_in_processes
@@ -131,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         adapters = [(kind, op) for kind, chosen in (("executor", request.executors), ("aligner", request.aligners),
                                                     ("direct", request.direct)) for op in chosen]
         return train_in_processes(args.command_line, adapters, args.processes,
-                                  train_base=args.preset == "tiny" and not args.base)
+                                  train_base=chosen.name == "tiny" and not args.base)
     summary, code = stoppable(lambda: run_training(request))
     if summary is None:
         return code

@@ -24,7 +24,7 @@ from typing import Any, Callable
 from caef_bench.machines import ALIGNED_OPS, EXECUTOR_OPS
 from caef_bench.models.names import adapter_name
 from caef_bench.train.loop import CPU_FAST_MIN_HIDDEN, RunOptions, RunPlan, describe_device, train
-from caef_bench.train.presets import PRESETS, Preset
+from caef_bench.train.presets import Preset, preset
 from caef_bench.train.sources import DirectSource, FileSource, MachineSource
 
 KIND_FOLDERS = {"executor": "executors", "aligner": "aligners", "direct": "direct"}
@@ -99,11 +99,11 @@ class TrainRequest:
 
     @property
     def recipe(self) -> Preset:
-        return PRESETS[self.preset].overridden(self.overrides)
+        return preset(self.preset).overridden(self.overrides)
 
     def recipe_for(self, kind: str, op: str) -> Preset:
         """The preset with this adapter's plan (budget, learning rate, shares) and the overrides."""
-        return PRESETS[self.preset].for_adapter(kind, op, self.overrides)
+        return preset(self.preset).for_adapter(kind, op, self.overrides)
 
 
 def _finished(folder: Path) -> bool:
@@ -241,9 +241,6 @@ def _base_source(request: TrainRequest, index: int, curriculum: int, phased: boo
     recipe = request.recipe
     every = [("executor", op) for op in EXECUTOR_OPS] + [("aligner", op) for op in ALIGNED_OPS]
     adapters = [("executor", op) for op in request.executors] + [("aligner", op) for op in request.aligners]
-    if not phased and request.overrides.get("sequential"):
-        raise ValueError("the --<name>-share flags convert one adapter's draws; the base's run of all machines "
-                         "takes --share NAME=X")
     return MachineSource(adapters or every, recipe.max_len, request.seed + index, curriculum_steps=curriculum,
                          mix={} if phased else recipe.mix)
 

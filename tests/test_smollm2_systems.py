@@ -73,7 +73,7 @@ def test_a_run_asked_only_the_cells_of_the_adapters_a_tier_has_is_not_skipped_fo
 def test_a_run_asks_each_system_its_own_cells_and_records_why_not_the_rest(tmp_path, monkeypatch):
     systems = load_systems()
     asked = {}
-    monkeypatch.setattr(table1_runs, "run_system", lambda system, cells, limit, work, progress: asked.update(
+    monkeypatch.setattr(table1_runs, "run_system", lambda system, cells, limit, work, progress, out=None: asked.update(
         {system.name: cells}) or {"cells": {}, "limit": limit})
     monkeypatch.setattr(type(systems["caef-tiny"]), "unavailable", lambda self, cells=None: None)
     chosen = [systems[name] for name in ("caef-tiny", "caef-smollm2-135m", "lora-direct-smollm2-135m")]

@@ -10,7 +10,9 @@ Public API:
     classify(expected, got)         -> how a model's step differs (error class) or None
     next_text(kind, op, text)       -> what op's executor or aligner writes next on a correct run
 
-op is one of: add sub mul div gt lt eq reflection left_mask.
+op is one of: add sub mul div gt lt eq reflection left_mask (OPERATIONS, the paper's), or
+long_mul long_div digit_mul (LONG_OPERATIONS: schoolbook multiplication and long division,
+long_composers.py).
 """
 
 from .aligner import (
@@ -27,7 +29,8 @@ from .aligner import (
 from .compare import ERROR_CLASSES, classify
 from .composers import ComposerRun, composer_view, composer_view_of_halt
 from .executors import Run, rewritten_operand
-from .ops import ALIGNED_OPS, ARITHMETIC, BY_MACHINE, COMPARISON, EXECUTOR_OPS, OPERATIONS, Operation, lookup, operand
+from .ops import (ALIGNED_OPS, ARITHMETIC, BY_MACHINE, COMPARISON, EXECUTOR_OPS, LONG_OPERATIONS, OPERATIONS, Operation,
+                  lookup, operand)
 from .ops import start as run
 from .steps import OffCourse, next_text
 from .text import (
@@ -66,7 +69,8 @@ def result(op: str, a, b=None):
 
 
 __all__ = [
-    "ALIGNED_OPS", "ARITHMETIC", "BY_MACHINE", "COMPARISON", "ERROR_CLASSES", "EXECUTOR_OPS", "HALT_LINE", "OPERATIONS",
+    "ALIGNED_OPS", "ARITHMETIC", "BY_MACHINE", "COMPARISON", "ERROR_CLASSES", "EXECUTOR_OPS", "HALT_LINE", "LONG_OPERATIONS",
+    "OPERATIONS",
     "Action", "Command", "ComposerRun", "ComposerState", "ExecutorState", "Expression",
     "FormatError", "OffCourse", "Operation", "Run", "Snapshot", "Tape",
     "align_input", "align_output", "answer_misalignment", "classify", "composer_view", "composer_view_of_halt", "lookup", "next_text",

@@ -8,6 +8,7 @@ from typing import Callable
 
 from .composers import div_run, first_phase, mul_run, sub_run
 from .executors import AddRun, CompareRun, LeftMaskRun, ReflectionRun, Run
+from .long_composers import digit_mul_run, long_div_run, long_mul_run
 from .text import Snapshot, render, to_tape
 
 
@@ -32,6 +33,10 @@ class Operation:
         if self.name == "sub" and a < b:
             raise ValueError(f"subtraction needs a >= b (CAEF covers non-negative results only): {a}-{b}")
         if self.name == "div" and b == 0:
+            raise ValueError(f"division by zero: {a}//{b}")
+        if self.name == "digit_mul" and b > 9:
+            raise ValueError(f"digit_mul multiplies by one digit, got {b}")
+        if self.name == "long_div" and b == 0:
             raise ValueError(f"division by zero: {a}//{b}")
         if self.name == "mul" and b == 0:
             raise ValueError(f"multiplication needs b >= 1 (the MUL machine counts from 1): {a}*{b}")
@@ -64,9 +69,20 @@ OPERATIONS: dict[str, Operation] = {
         Operation("left_mask", "LEFT_MASK", None, 1, _mask, lambda a: LeftMaskRun(to_tape(a))),
     )
 }
+# Schoolbook multiplication and long division (long_composers.py, docs/long-mul-div.md): machines that
+# `start` and the step functions know, kept out of OPERATIONS, whose lists of the paper's operators
+# name the adapters that are trained, served and evaluated.
+LONG_OPERATIONS: dict[str, Operation] = {
+    op.name: op
+    for op in (
+        Operation("long_mul", "LONG_MUL", None, 2, lambda a, b: a * b, long_mul_run),
+        Operation("long_div", "LONG_DIV", None, 2, lambda a, b: a // b, long_div_run),
+        Operation("digit_mul", "DIGIT_MUL", None, 2, lambda a, b: a * b, digit_mul_run),
+    )
+}
 EXECUTOR_OPS = tuple(OPERATIONS)  # every operation is a machine with an executor
 ALIGNED_OPS = tuple(name for name, op in OPERATIONS.items() if op.symbol)  # an expression names it: an aligner
-BY_MACHINE = {op.machine: op for op in OPERATIONS.values()}
+BY_MACHINE = {op.machine: op for op in (*OPERATIONS.values(), *LONG_OPERATIONS.values())}
 BY_SYMBOL = {op.symbol: op for op in OPERATIONS.values() if op.symbol}
 ARITHMETIC = ("add", "sub", "mul", "div")
 COMPARISON = ("gt", "lt", "eq")
@@ -91,9 +107,9 @@ def operand(value, name: str) -> int:
 
 def lookup(op: str) -> Operation:
     try:
-        return OPERATIONS[op]
+        return OPERATIONS[op] if op in OPERATIONS else LONG_OPERATIONS[op]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown operation {op!r}; expected one of {', '.join(OPERATIONS)}") from None
+        raise ValueError(f"unknown operation {op!r}; expected one of {', '.join([*OPERATIONS, *LONG_OPERATIONS])}") from None
 
 
 def start(op: str, a, b=None) -> Run:

@@ -19,6 +19,7 @@ from functools import lru_cache
 from .aligner import align_input, align_output, parse_expression
 from .composers import ComposerRun
 from .executors import AddRun, CompareRun, LeftMaskRun, ReflectionRun, Run
+from .long_composers import DigitMulRun
 from .ops import BY_MACHINE
 from .ops import start as start_run
 from .text import COMPARISONS, ComposerState, Snapshot, from_tape, parse, render
@@ -88,6 +89,8 @@ def _executor_run(machine: str, tapes: tuple[str, ...]) -> Run:
         return CompareRun(machine, *tapes)
     if machine == "REFLECTION":
         return ReflectionRun(*tapes)
+    if machine == "DIGIT_MUL":
+        return DigitMulRun(*tapes)
     return LeftMaskRun(*tapes)
 
 

@@ -26,9 +26,13 @@ HALT_LINE = "No command to execute. Halt state."
 
 # Executors read operand tapes that start with one blank cell; a head can stand
 # on that blank (start state), on any digit, or one past the last digit.
-EXECUTORS = ("ADD", "GREATER_THAN", "LESS_THAN", "EQUAL", "REFLECTION", "LEFT_MASK")
-COMPOSERS = ("SUB", "MUL", "DIV")
+EXECUTORS = ("ADD", "GREATER_THAN", "LESS_THAN", "EQUAL", "REFLECTION", "LEFT_MASK", "DIGIT_MUL")
+# LONG_MUL and LONG_DIV (schoolbook multiplication, long division) render and parse their own
+# state lines (long_composers.py): their heads move, and LONG_DIV holds registers of its own.
+LONG_COMPOSERS = ("LONG_MUL", "LONG_DIV")
+COMPOSERS = ("SUB", "MUL", "DIV") + LONG_COMPOSERS
 MACHINES = EXECUTORS + COMPOSERS
+CARRY_MACHINES = ("ADD", "DIGIT_MUL")  # executors with a carry register [C]
 COMPARISONS = ("GREATER_THAN", "LESS_THAN", "EQUAL")
 
 # Which registers a machine's commands may act on, and what each action's
@@ -49,9 +53,12 @@ _REGISTERS = {
     "EQUAL": ("HEAD1", "HEAD2", "OUTPUT"),
     "REFLECTION": ("HEAD1", "HEAD2", "OUTPUT"),
     "LEFT_MASK": ("HEAD", "OUTPUT"),
+    "DIGIT_MUL": ("C", "OUTPUT", "HEAD1", "HEAD2"),
     "SUB": ("CALL",),
     "MUL": ("COUNT", "OUTPUT", "CALL"),
     "DIV": ("COUNT", "OUTPUT", "CALL"),
+    "LONG_MUL": ("CALL", "OUTPUT", "HEAD2"),
+    "LONG_DIV": ("CALL",),
 }
 
 
@@ -221,6 +228,10 @@ def render_output(machine: str, output: str, q: str) -> str:
 
 
 def _render_composer_state(state: ComposerState) -> str:
+    if state.machine in LONG_COMPOSERS:
+        from .long_composers import render_long_state
+
+        return render_long_state(state)
     text = f"{state.machine}, {state.q}, [HEAD1]{cells(state.a)} [HEAD2]{cells(state.b)} "
     if state.machine == "SUB":
         return text + cells(state.output)
@@ -336,6 +347,12 @@ def _parse_state(cur: _Cursor) -> ExecutorState | ComposerState:
     q = cur.regex(_Q, "a state q0..q9 or qH")
     cur.expect(", ")
     halted = q == "qH"
+    if machine in LONG_COMPOSERS:
+        from .long_composers import parse_long_state
+
+        state = parse_long_state(cur, machine, q)
+        cur.end()
+        return state
     if machine in COMPOSERS:
         cur.expect("[HEAD1]")
         a = cur.digits()
@@ -356,7 +373,7 @@ def _parse_state(cur: _Cursor) -> ExecutorState | ComposerState:
     markers = ("HEAD",) if machine == "LEFT_MASK" else ("HEAD1", "HEAD2")
     tapes = tuple(_parse_tape(cur, m) for m in markers)
     carry = None
-    if machine == "ADD":
+    if machine in CARRY_MACHINES:
         cur.expect(" [C]")
         carry = cur.regex(re.compile(r"[0-9]?"), "a carry digit")
     cur.expect(" ")

@@ -1,0 +1,420 @@
+"""Schoolbook multiplication and long division: two composers and one small executor.
+
+The paper's MUL and DIV are repeated addition: their runs grow with the operands' values (MUL makes
+3b composer steps, DIV 3(a//b)+3), so they stop at a b of 15 and a quotient of 15. These machines
+grow with the operands' lengths instead, and call the executors CAEF already has (ADD, REFLECTION)
+and one more (design, states and call counts: docs/long-mul-div.md):
+
+    DIGIT_MUL(a, d)  a times one digit, in one pass with a carry register (an executor, like ADD)
+    LONG_MUL(a, b)   one partial product a*b_k per digit of b (DIGIT_MUL), added by ADD into the
+                     product register at b_k's column; the cells below that column are final
+    LONG_DIV(a, b)   one quotient digit per digit of a: bring the digit down into a remainder of
+                     len(b)+1 cells, then ADD b's ten's complement until the sum carries no more
+                     (a carry out of the top column is "the remainder was at least b")
+
+They are not in OPERATIONS (the paper's operators, which training and serving list) but in
+ops.LONG_OPERATIONS; `machines.run("long_mul", a, b)` runs them all the same. Their callees' halt
+states reach them as the callees write them (no composer view).
+
+    python -m caef_bench.machines.long_composers     # the model calls per problem against length
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from dataclasses import dataclass
+
+from .composers import ComposerRun, Phase, composer_steps
+from .executors import AddRun, ReflectionRun, Run
+from .text import (
+    HALT,
+    LONG_COMPOSERS,
+    Action,
+    Command,
+    ComposerState,
+    ExecutorState,
+    Tape,
+    cells,
+    render_tape,
+    split_units,
+    to_tape,
+)
+
+WINDOW = 16  # the cells of each tape a windowed executor step is shown (runtime.windowed, the tiny tier)
+
+_RIGHT = {marker: Action(marker, "RIGHT") for marker in ("HEAD1", "HEAD2", "OUTPUT")}
+_OUTPUT_BARE = Action("OUTPUT", "")
+
+
+# --------------------------------------------------------------------------- DIGIT_MUL, the executor
+
+
+class DigitMulRun(Run):
+    """DIGIT_MUL: a (tape order) times the one digit of b, a column a step, with a carry register.
+
+    ADD's layout and rules: q0 with both heads on the blank cell; HEAD2 then stands on the digit for
+    the whole run (its command never moves it again); each q1 step writes (digit * d + carry) mod 10
+    and the new carry (0..8); with HEAD1 past the end the carry is written as the top digit (kept
+    only when it is not 0) and the machine halts. The command line is "CMD ..." like every executor
+    but ADD.
+    """
+
+    machine = "DIGIT_MUL"
+
+    def __init__(self, a: str, b: str):
+        if len(b) != 1:
+            raise ValueError(f"DIGIT_MUL multiplies by one digit, got the tape {b!r}")
+        self.a, self.b = a, b
+        d, carry, out, carries = int(b), 0, [], [0]
+        for digit in a:
+            carry, written = divmod(int(digit) * d + carry, 10)
+            out.append(str(written))
+            carries.append(carry)
+        self.out, self.carries = "".join(out), carries  # carries[k]: the carry into column k; [-1] the last
+        self.n_steps = len(a) + 3  # q0, one q1 per digit, one q1 past the end, qH
+
+    @property
+    def halt_output(self) -> str:
+        return self.out + (str(self.carries[-1]) if self.carries[-1] else "")
+
+    def state(self, i: int) -> ExecutorState:
+        n = len(self.a)
+        if i == 0:
+            return ExecutorState("DIGIT_MUL", "q0", (Tape("HEAD1", self.a, 0), Tape("HEAD2", self.b, 0)), "", "")
+        tapes = (Tape("HEAD1", self.a, min(i, n + 1)), Tape("HEAD2", self.b, 1))
+        if i <= n + 1:
+            return ExecutorState("DIGIT_MUL", "q1", tapes, str(self.carries[i - 1]), self.out[: i - 1])
+        return ExecutorState("DIGIT_MUL", "qH", tapes, str(self.carries[-1]), self.halt_output)
+
+    def command(self, i: int) -> Command:
+        n = len(self.a)
+        if i == 0:
+            return Command((Action("C", "0"), _RIGHT["HEAD1"], _RIGHT["HEAD2"]), "q1")
+        if i <= n:
+            written = Action("OUTPUT", self.out[i - 1])
+            return Command((Action("C", str(self.carries[i])), written, _RIGHT["OUTPUT"], _RIGHT["HEAD1"]), "q1")
+        if i == n + 1:
+            return Command((Action("OUTPUT", str(self.carries[-1])), _OUTPUT_BARE, Action("C", "")), "qH")
+        return HALT
+
+
+def digit_mul_run(a: int, b: int) -> DigitMulRun:
+    return DigitMulRun(to_tape(a), to_tape(b))
+
+
+# --------------------------------------------------------------------------- the composers' states
+
+
+@dataclass(frozen=True, slots=True)
+class LongMulState(ComposerState):
+    """LONG_MUL's state line: a, b with a moving HEAD2, and the product register with a marker.
+
+        LONG_MUL, q1, [HEAD1]|6|4|9 |5[HEAD2]|1 |0[OUTPUT]|3|7|4
+
+    HEAD2 stands before the digit of b being multiplied (head k+1 on digit k, len(b)+1 past the
+    last, an executor tape's convention; head 1 reads as the paper's composers' "[HEAD2]|5|1").
+    The cells of the output before its [OUTPUT] marker are the product's final low digits; the cells
+    after it, the running high part that the next partial product is added to. The halt state
+    drops the marker (mark 0) and holds the product.
+    """
+
+    head: int = 1
+    mark: int = 0
+
+    @property
+    def heads(self) -> tuple[int, ...]:
+        return (self.head, self.mark)
+
+    @property
+    def registers(self) -> tuple[str, ...]:
+        return ()
+
+
+@dataclass(frozen=True, slots=True)
+class LongDivState(ComposerState):
+    """LONG_DIV's state line: a with a moving HEAD1, b, the remainder, b's complement, the quotient.
+
+        LONG_DIV, q3,  |2[HEAD1]|2 [HEAD2]|5 [REM]|2|0 [NEG]|5|9 [OUTPUT]|0
+
+    HEAD1 stands before the digit of a brought down last (len(a)+1, past the top, before the
+    first; it moves down to 1). [REM] is the partial remainder on w = len(b)+1 cells, zeros kept;
+    [NEG] is 10^w - b on w cells (b's ten's complement: ADD(REM, NEG) is REM - b with a carry out
+    of the top column exactly when REM >= b). The quotient's newest digit is its first cell, the
+    one being counted. The halt state drops the [OUTPUT] marker and the quotient's top zeros; [REM]
+    then holds a mod b.
+    """
+
+    head: int = 1
+    neg: str = ""
+    rem: str = ""
+
+    @property
+    def heads(self) -> tuple[int, ...]:
+        return (self.head,)
+
+    @property
+    def registers(self) -> tuple[str, ...]:
+        return (self.rem, self.neg)
+
+
+def render_long_state(state: LongMulState | LongDivState) -> str:
+    """The state line of LONG_MUL or LONG_DIV (text.render_state hands them here)."""
+    halted = state.q == "qH"
+    if state.machine == "LONG_MUL":
+        b = render_tape("HEAD2", cells(state.b), state.head)
+        if halted:
+            product = cells(state.output)
+        else:
+            product = f"{cells(state.output[: state.mark])}[OUTPUT]{cells(state.output[state.mark:])}"
+        return f"LONG_MUL, {state.q}, [HEAD1]{cells(state.a)}{b} {product}"
+    a = render_tape("HEAD1", cells(state.a), state.head)
+    marker = "" if halted else "[OUTPUT]"
+    return (f"LONG_DIV, {state.q}, {a} [HEAD2]{cells(state.b)} [REM]{cells(state.rem)} "
+            f"[NEG]{cells(state.neg)} {marker}{cells(state.output)}")
+
+
+def parse_long_state(cur, machine: str, q: str) -> LongMulState | LongDivState:
+    """Read the rest of a LONG_MUL or LONG_DIV state line from text's cursor (after "MACHINE, q, ")."""
+    halted = q == "qH"
+
+    def moving_tape(marker: str) -> tuple[str, int]:
+        cur.expect(" ")
+        before = cur.digits()
+        cur.expect(f"[{marker}]")
+        return before + cur.digits(), len(before) + 1
+
+    if machine == "LONG_MUL":
+        cur.expect("[HEAD1]")
+        a = cur.digits()
+        b, head = moving_tape("HEAD2")
+        cur.expect(" ")
+        low = cur.digits()
+        if halted:
+            if not low:
+                raise cur.fail("expected the product's digits")
+            return LongMulState(machine, q, a, b, None, low, head, 0)
+        cur.expect("[OUTPUT]")
+        return LongMulState(machine, q, a, b, None, low + cur.digits(), head, len(low))
+    a, head = moving_tape("HEAD1")
+    cur.expect(" [HEAD2]")
+    b = cur.digits()
+    cur.expect(" [REM]")
+    rem = cur.digits()
+    cur.expect(" [NEG]")
+    neg = cur.digits()
+    cur.expect(" ")
+    if not halted:
+        cur.expect("[OUTPUT]")
+    output = cur.digits()
+    if halted and not output:
+        raise cur.fail("expected the quotient's digits")
+    return LongDivState(machine, q, a, b, None, output, head, neg, rem)
+
+
+def _call(machine: str, *actions: Action, next_q: str) -> Command:
+    return Command((Action("CALL", machine), *actions), next_q)
+
+
+def _top_zeros_dropped(digits: str) -> str:
+    return digits.rstrip("0") or "0"
+
+
+# --------------------------------------------------------------------------- LONG_MUL
+
+
+def long_mul_run(a: int, b: int) -> ComposerRun:
+    """Schoolbook multiplication, b's lowest digit first.
+
+    q0: CMD q1. In q1, HEAD2 on digit d = b_k, the product register P with k final cells before its
+    marker and the running part H after it:
+      d > 0, H not empty:  [CALL] DIGIT_MUL(a, d), q2; then in q2 [CALL] ADD(H, a*d) with
+                           "[OUTPUT] RIGHT, [HEAD2] RIGHT, q1": the sum replaces H, the marker and
+                           the head move one cell on (the sum's lowest digit is final)
+      d > 0, H empty:      [CALL] DIGIT_MUL(a, d) with "[OUTPUT] RIGHT, [HEAD2] RIGHT, q1": a*d is H
+      d = 0:               "[OUTPUT] RIGHT, [HEAD2] RIGHT, q1", writing "[OUTPUT] 0" first if H is
+                           empty (a zero column of the product)
+      HEAD2 past b's end:  "[OUTPUT], qH"; the halt state holds P without its marker and top zeros
+                           (there are some only when a is 0)
+    """
+    ta, tb = to_tape(a), to_tape(b)
+    moves = (_RIGHT["OUTPUT"], _RIGHT["HEAD2"])
+
+    def state(q: str, k: int, product: str) -> LongMulState:
+        return LongMulState("LONG_MUL", q, ta, tb, None, product, k + 1, k)
+
+    phases = [Phase(state("q0", 0, ""), Command((), "q1"))]
+    product = ""
+    for k, digit in enumerate(tb):
+        high = product[k:]
+        here = state("q1", k, product)
+        if digit == "0":
+            write = () if high else (Action("OUTPUT", "0"),)
+            phases.append(Phase(here, Command(write + moves, "q1")))
+            product += "" if high else "0"
+            continue
+        partial = DigitMulRun(ta, digit)
+        if not high:
+            phases.append(Phase(here, _call("DIGIT_MUL", *moves, next_q="q1"), partial))
+            product += partial.halt_output
+            continue
+        phases.append(Phase(here, _call("DIGIT_MUL", next_q="q2"), partial))
+        column_sum = AddRun(high, partial.halt_output)
+        phases.append(Phase(state("q2", k, product), _call("ADD", *moves, next_q="q1"), column_sum))
+        product = product[:k] + column_sum.halt_output
+    phases.append(Phase(state("q1", len(tb), product), Command((_OUTPUT_BARE,), "qH")))
+    phases.append(Phase(LongMulState("LONG_MUL", "qH", ta, tb, None, _top_zeros_dropped(product), len(tb) + 1, 0),
+                        HALT))
+    return ComposerRun("LONG_MUL", a, b, phases)
+
+
+# --------------------------------------------------------------------------- LONG_DIV
+
+
+def long_div_run(a: int, b: int) -> ComposerRun:
+    """Long division, a's top digit first, integer quotient (as the paper's DIV), b >= 1.
+
+    q0: CMD q1. q1: [CALL] REFLECTION(9 on each of w = len(b)+1 cells, b), q2. q2: [CALL] ADD(that, 1),
+    q3: its sum is NEG = 10^w - b. Every q3 step then calls ADD(REM, NEG), q3, and its halt decides:
+      a carry out of the top column (REM >= b):  REM becomes the sum's low w cells (REM - b) and
+                                                the quotient's newest digit goes up by one
+      no carry, HEAD1 above a's lowest digit:   the next digit comes down: HEAD1 one cell lower,
+                                                REM = that digit and REM's low w-1 cells (its top
+                                                cell is 0, since REM < b), a new quotient digit 0
+      no carry, HEAD1 on a's lowest digit:      qH, the quotient without its top zeros
+    The first q3 state is written on the return of q2's ADD: NEG, a's top digit brought down.
+    """
+    if b == 0:
+        raise ValueError(f"division by zero: {a}//{b}")
+    ta, tb = to_tape(a), to_tape(b)
+    width = len(tb) + 1
+
+    def state(q: str, head: int, neg: str = "", rem: str = "", quotient: str = "") -> LongDivState:
+        return LongDivState("LONG_DIV", q, ta, tb, None, quotient, head, neg, rem)
+
+    reflection = ReflectionRun("9" * width, tb)
+    complement = AddRun(reflection.halt_output, "1")
+    neg = complement.halt_output
+    phases = [
+        Phase(state("q0", len(ta) + 1), Command((), "q1")),
+        Phase(state("q1", len(ta) + 1), _call("REFLECTION", next_q="q2"), reflection),
+        Phase(state("q2", len(ta) + 1), _call("ADD", next_q="q3"), complement),
+    ]
+    rem, quotient = "0" * width, ""
+    for head in range(len(ta), 0, -1):
+        rem, quotient = ta[head - 1] + rem[:-1], "0" + quotient
+        while True:
+            trial = AddRun(rem, neg)
+            phases.append(Phase(state("q3", head, neg, rem, quotient), _call("ADD", next_q="q3"), trial))
+            if trial.carries[-1] == 0:
+                break
+            rem, quotient = trial.halt_output[:width], str(int(quotient[0]) + 1) + quotient[1:]
+    phases.append(Phase(state("qH", 1, neg, rem, _top_zeros_dropped(quotient)), HALT))
+    return ComposerRun("LONG_DIV", a, b, phases)
+
+
+# --------------------------------------------------------------------------- model calls per problem
+
+
+@dataclass(frozen=True)
+class CallCount:
+    """The model calls of a correct run of one problem, by adapter, and how long their texts are."""
+
+    composer: int  # the composer's own transitions
+    callees: dict[str, int]  # each callee machine's transitions
+    aligners: int  # aligner (I) and aligner (O)
+    windowed: int  # executor transitions with a tape (operand or output) over WINDOW cells
+    wide_composer: int  # composer transitions whose text holds a register or callee tape over WINDOW cells
+    longest_executor: int  # format units (the tiny tier's tokens) of the longest executor input + output
+    longest_composer: int  # the same for the composer
+
+    @property
+    def executor(self) -> int:
+        return sum(self.callees.values())
+
+    @property
+    def total(self) -> int:
+        return self.composer + self.executor + self.aligners
+
+
+def _longest_tape(state) -> int:
+    if isinstance(state, ExecutorState):
+        return max([len(state.output), *(len(t.digits) for t in state.tapes)])
+    return max(len(state.a), len(state.b), len(state.output), *(len(r) for r in getattr(state, "registers", ())))
+
+
+def _units(pair: tuple[str, str]) -> int:
+    return sum(len(split_units(text)) for text in pair)
+
+
+def call_count(op: str, a: int, b: int) -> CallCount:
+    """Count the model calls of a correct run of the composer op(a, b): its transitions, every callee's,
+    and the two aligner calls a problem makes around them (runtime.reference_step_count's count)."""
+    from .ops import start
+
+    machine_run = start(op, a, b)
+    callees: dict[str, int] = {}
+    windowed = longest_executor = 0
+    for _, callee in machine_run.calls():
+        callees[callee.machine] = callees.get(callee.machine, 0) + len(callee)
+        if _longest_tape(callee.state(0)) > WINDOW:  # an operand tape too long: every step is windowed
+            windowed += len(callee)
+        else:
+            tapes = [_longest_tape(callee.state(i)) for i in range(callee.n_steps)]
+            windowed += sum(1 for i in range(len(callee)) if max(tapes[i], tapes[i + 1]) > WINDOW)
+        units = [len(split_units(callee.text(i))) for i in range(callee.n_steps)]
+        longest_executor = max(longest_executor, *(units[i] + units[i + 1] for i in range(len(callee))))
+    wide = longest_composer = 0
+    for i in range(len(machine_run)):
+        before, after = machine_run.phases[i], machine_run.phases[i + 1]
+        sizes = [_longest_tape(before.state), _longest_tape(after.state)]
+        sizes += [_longest_tape(before.callee.halt.state)] if before.callee else []  # its halt, in the input
+        sizes += [_longest_tape(after.callee.state(0))] if after.callee else []  # its start, in the output
+        wide += max(sizes) > WINDOW
+        longest_composer = max(longest_composer, _units(machine_run.transition(i)))
+    return CallCount(len(machine_run), callees, 2, windowed, wide, longest_executor, longest_composer)
+
+
+# The cells of the design's table: (op, digits of a, digits of b).
+TABLE_CELLS = (("long_mul", 10, 10), ("long_mul", 20, 20), ("long_mul", 50, 50),
+               ("long_div", 40, 20), ("long_div", 100, 10))
+
+
+def _operand(rng: random.Random, digits: int) -> int:
+    return rng.randrange(10 ** (digits - 1), 10**digits)
+
+
+def call_table(problems: int = 100, seed: int = 0) -> str:
+    """The model calls per problem against length, as a Markdown table: the mean over `problems` random
+    problems per cell (operands of exactly that many digits, seeded), with the range."""
+    rng = random.Random(seed)
+    rows = []
+    for op, n, m in TABLE_CELLS:
+        pairs = [(_operand(rng, n), _operand(rng, m)) for _ in range(problems)]
+        counts = [call_count(op, a, b) for a, b in pairs]
+        machines = sorted({name for c in counts for name in c.callees})
+
+        def mean(values) -> str:
+            values = list(values)
+            low, high, average = min(values), max(values), statistics.fmean(values)
+            return f"{average:,.0f}" if low == high else f"{average:,.0f} ({low:,}-{high:,})"
+
+        paper = "MUL" if op == "long_mul" else "DIV"
+        paper_steps = statistics.fmean(composer_steps(paper, a, b) - 1 for a, b in pairs)
+        callee_text = ", ".join(f"{name} {mean(c.callees.get(name, 0) for c in counts)}" for name in machines)
+        symbol = "x" if op == "long_mul" else "/"
+        rows.append(
+            f"| {op} {n}{symbol}{m} | {mean(c.total for c in counts)} | {mean(c.composer for c in counts)} | "
+            f"{callee_text} | {mean(c.windowed for c in counts)} | {mean(c.wide_composer for c in counts)} | "
+            f"{max(c.longest_executor for c in counts):,} | {max(c.longest_composer for c in counts):,} | "
+            f"{paper_steps:.1e} |")
+    header = ("| problem (digits) | model calls | composer | executors | executor calls over 16 cells "
+              "| composer calls over 16 cells | longest executor call | longest composer call "
+              "| paper's composer calls |\n" + "| --- " * 9 + "|")
+    return "\n".join([header, *rows])
+
+
+if __name__ == "__main__":
+    print(f"Mean over 100 seeded random problems per row (range in brackets); calls include the two aligner calls;")
+    print(f"'longest' in format units (the tiny tier's tokens), input and output together.\n")
+    print(call_table())

@@ -7,6 +7,7 @@ golden traces (tests/reference/long-mul-div/) are what the machines write, byte 
 """
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 
 from caef_bench.machines import (ALIGNED_OPS, BY_MACHINE, EXECUTOR_OPS, OffCourse, classify, composer_view, next_text,
                                  parse, render, result, run, split_step_end)
-from caef_bench.machines.long_composers import TABLE_CELLS, call_count, call_table
+from caef_bench.machines.long_calls import TABLE_CELLS, call_count, call_table
 from caef_bench.machines.text import COMPOSERS, FORMAT_WORDS, Snapshot
 from caef_bench.runtime.problem import reference_step_count
 from test_machines_properties import numbers
@@ -207,6 +208,16 @@ def test_call_counts_grow_with_length_not_value():
     assert [cell[0] for cell in TABLE_CELLS] == ["long_mul"] * 3 + ["long_div"] * 2
     table = call_table(problems=2)
     assert table.count("\n") == 1 + len(TABLE_CELLS)
+
+
+def test_the_design_doc_quotes_the_machines_own_lines():
+    """Every state and command line that docs/long-mul-div.md shows is one the machines write."""
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "long-mul-div.md").read_text()
+    written = {line for op, a, b in [("digit_mul", 946, 7), ("long_mul", 946, 15), ("long_div", 22, 5)]
+               for pair in run(op, a, b).transitions() for text in pair for line in text.splitlines()}
+    quoted = [re.split(r" {4,}", line)[0] for line in doc.splitlines()
+              if line.startswith(("DIGIT_MUL, ", "LONG_MUL, ", "LONG_DIV, ", "ADD, ", "CMD", "No command"))]
+    assert len(quoted) > 30 and not [line for line in quoted if line not in written]
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--write"]:

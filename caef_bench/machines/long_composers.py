@@ -16,35 +16,16 @@ They are not in OPERATIONS (the paper's operators, which training and serving li
 ops.LONG_OPERATIONS; `machines.run("long_mul", a, b)` runs them all the same. Their callees' halt
 states reach them as the callees write them (no composer view).
 
-    python -m caef_bench.machines.long_composers     # the model calls per problem against length
+The model calls they make per problem against length: long_calls.py.
 """
 
 from __future__ import annotations
 
-import random
-import statistics
 from dataclasses import dataclass
 
-from .composers import ComposerRun, Phase, composer_steps
-from .executors import AddRun, ReflectionRun, Run
-from .text import (
-    HALT,
-    LONG_COMPOSERS,
-    Action,
-    Command,
-    ComposerState,
-    ExecutorState,
-    Tape,
-    cells,
-    render_tape,
-    split_units,
-    to_tape,
-)
-
-WINDOW = 16  # the cells of each tape a windowed executor step is shown (runtime.windowed, the tiny tier)
-
-_RIGHT = {marker: Action(marker, "RIGHT") for marker in ("HEAD1", "HEAD2", "OUTPUT")}
-_OUTPUT_BARE = Action("OUTPUT", "")
+from .composers import ComposerRun, Phase
+from .executors import _OUTPUT_BARE, _OUTPUT_RIGHT, _RIGHT, AddRun, ReflectionRun, Run
+from .text import HALT, Action, Command, ComposerState, ExecutorState, Tape, cells, render_tape, to_tape
 
 
 # --------------------------------------------------------------------------- DIGIT_MUL, the executor
@@ -93,7 +74,7 @@ class DigitMulRun(Run):
             return Command((Action("C", "0"), _RIGHT["HEAD1"], _RIGHT["HEAD2"]), "q1")
         if i <= n:
             written = Action("OUTPUT", self.out[i - 1])
-            return Command((Action("C", str(self.carries[i])), written, _RIGHT["OUTPUT"], _RIGHT["HEAD1"]), "q1")
+            return Command((Action("C", str(self.carries[i])), written, _OUTPUT_RIGHT, _RIGHT["HEAD1"]), "q1")
         if i == n + 1:
             return Command((Action("OUTPUT", str(self.carries[-1])), _OUTPUT_BARE, Action("C", "")), "qH")
         return HALT
@@ -196,16 +177,13 @@ def parse_long_state(cur, machine: str, q: str) -> LongMulState | LongDivState:
             return LongMulState(machine, q, a, b, None, low, head, 0)
         cur.expect("[OUTPUT]")
         return LongMulState(machine, q, a, b, None, low + cur.digits(), head, len(low))
+    def register(marker: str) -> str:
+        cur.expect(f" [{marker}]")
+        return cur.digits()
+
     a, head = moving_tape("HEAD1")
-    cur.expect(" [HEAD2]")
-    b = cur.digits()
-    cur.expect(" [REM]")
-    rem = cur.digits()
-    cur.expect(" [NEG]")
-    neg = cur.digits()
-    cur.expect(" ")
-    if not halted:
-        cur.expect("[OUTPUT]")
+    b, rem, neg = register("HEAD2"), register("REM"), register("NEG")
+    cur.expect(" " if halted else " [OUTPUT]")
     output = cur.digits()
     if halted and not output:
         raise cur.fail("expected the quotient's digits")
@@ -238,7 +216,7 @@ def long_mul_run(a: int, b: int) -> ComposerRun:
                            (there are some only when a is 0)
     """
     ta, tb = to_tape(a), to_tape(b)
-    moves = (_RIGHT["OUTPUT"], _RIGHT["HEAD2"])
+    moves = (_OUTPUT_RIGHT, _RIGHT["HEAD2"])
 
     def state(q: str, k: int, product: str) -> LongMulState:
         return LongMulState("LONG_MUL", q, ta, tb, None, product, k + 1, k)
@@ -311,110 +289,3 @@ def long_div_run(a: int, b: int) -> ComposerRun:
             rem, quotient = trial.halt_output[:width], str(int(quotient[0]) + 1) + quotient[1:]
     phases.append(Phase(state("qH", 1, neg, rem, _top_zeros_dropped(quotient)), HALT))
     return ComposerRun("LONG_DIV", a, b, phases)
-
-
-# --------------------------------------------------------------------------- model calls per problem
-
-
-@dataclass(frozen=True)
-class CallCount:
-    """The model calls of a correct run of one problem, by adapter, and how long their texts are."""
-
-    composer: int  # the composer's own transitions
-    callees: dict[str, int]  # each callee machine's transitions
-    aligners: int  # aligner (I) and aligner (O)
-    windowed: int  # executor transitions with a tape (operand or output) over WINDOW cells
-    wide_composer: int  # composer transitions whose text holds a register or callee tape over WINDOW cells
-    longest_executor: int  # format units (the tiny tier's tokens) of the longest executor input + output
-    longest_composer: int  # the same for the composer
-
-    @property
-    def executor(self) -> int:
-        return sum(self.callees.values())
-
-    @property
-    def total(self) -> int:
-        return self.composer + self.executor + self.aligners
-
-
-def _longest_tape(state) -> int:
-    if isinstance(state, ExecutorState):
-        return max([len(state.output), *(len(t.digits) for t in state.tapes)])
-    return max(len(state.a), len(state.b), len(state.output), *(len(r) for r in getattr(state, "registers", ())))
-
-
-def _units(pair: tuple[str, str]) -> int:
-    return sum(len(split_units(text)) for text in pair)
-
-
-def call_count(op: str, a: int, b: int) -> CallCount:
-    """Count the model calls of a correct run of the composer op(a, b): its transitions, every callee's,
-    and the two aligner calls a problem makes around them (runtime.reference_step_count's count)."""
-    from .ops import start
-
-    machine_run = start(op, a, b)
-    callees: dict[str, int] = {}
-    windowed = longest_executor = 0
-    for _, callee in machine_run.calls():
-        callees[callee.machine] = callees.get(callee.machine, 0) + len(callee)
-        if _longest_tape(callee.state(0)) > WINDOW:  # an operand tape too long: every step is windowed
-            windowed += len(callee)
-        else:
-            tapes = [_longest_tape(callee.state(i)) for i in range(callee.n_steps)]
-            windowed += sum(1 for i in range(len(callee)) if max(tapes[i], tapes[i + 1]) > WINDOW)
-        units = [len(split_units(callee.text(i))) for i in range(callee.n_steps)]
-        longest_executor = max(longest_executor, *(units[i] + units[i + 1] for i in range(len(callee))))
-    wide = longest_composer = 0
-    for i in range(len(machine_run)):
-        before, after = machine_run.phases[i], machine_run.phases[i + 1]
-        sizes = [_longest_tape(before.state), _longest_tape(after.state)]
-        sizes += [_longest_tape(before.callee.halt.state)] if before.callee else []  # its halt, in the input
-        sizes += [_longest_tape(after.callee.state(0))] if after.callee else []  # its start, in the output
-        wide += max(sizes) > WINDOW
-        longest_composer = max(longest_composer, _units(machine_run.transition(i)))
-    return CallCount(len(machine_run), callees, 2, windowed, wide, longest_executor, longest_composer)
-
-
-# The cells of the design's table: (op, digits of a, digits of b).
-TABLE_CELLS = (("long_mul", 10, 10), ("long_mul", 20, 20), ("long_mul", 50, 50),
-               ("long_div", 40, 20), ("long_div", 100, 10))
-
-
-def _operand(rng: random.Random, digits: int) -> int:
-    return rng.randrange(10 ** (digits - 1), 10**digits)
-
-
-def call_table(problems: int = 100, seed: int = 0) -> str:
-    """The model calls per problem against length, as a Markdown table: the mean over `problems` random
-    problems per cell (operands of exactly that many digits, seeded), with the range."""
-    rng = random.Random(seed)
-    rows = []
-    for op, n, m in TABLE_CELLS:
-        pairs = [(_operand(rng, n), _operand(rng, m)) for _ in range(problems)]
-        counts = [call_count(op, a, b) for a, b in pairs]
-        machines = sorted({name for c in counts for name in c.callees})
-
-        def mean(values) -> str:
-            values = list(values)
-            low, high, average = min(values), max(values), statistics.fmean(values)
-            return f"{average:,.0f}" if low == high else f"{average:,.0f} ({low:,}-{high:,})"
-
-        paper = "MUL" if op == "long_mul" else "DIV"
-        paper_steps = statistics.fmean(composer_steps(paper, a, b) - 1 for a, b in pairs)
-        callee_text = ", ".join(f"{name} {mean(c.callees.get(name, 0) for c in counts)}" for name in machines)
-        symbol = "x" if op == "long_mul" else "/"
-        rows.append(
-            f"| {op} {n}{symbol}{m} | {mean(c.total for c in counts)} | {mean(c.composer for c in counts)} | "
-            f"{callee_text} | {mean(c.windowed for c in counts)} | {mean(c.wide_composer for c in counts)} | "
-            f"{max(c.longest_executor for c in counts):,} | {max(c.longest_composer for c in counts):,} | "
-            f"{paper_steps:.1e} |")
-    header = ("| problem (digits) | model calls | composer | executors | executor calls over 16 cells "
-              "| composer calls over 16 cells | longest executor call | longest composer call "
-              "| paper's composer calls |\n" + "| --- " * 9 + "|")
-    return "\n".join([header, *rows])
-
-
-if __name__ == "__main__":
-    print(f"Mean over 100 seeded random problems per row (range in brackets); calls include the two aligner calls;")
-    print(f"'longest' in format units (the tiny tier's tokens), input and output together.\n")
-    print(call_table())

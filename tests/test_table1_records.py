@@ -64,3 +64,13 @@ def test_the_committed_table1_recounts_from_its_records(name, system):
         assert (len(mine), sum(line["correct"] for line in mine)) == (stats["n"], stats["correct"]), (name, cell)
         wrong = [line for line in mine if not line["correct"]]
         assert [e["expr"] for e in stats["examples"]] == [line["expr"] for line in wrong][:len(stats["examples"])]
+
+
+def test_the_table_notes_which_cells_a_caef_tier_ran_windowed():
+    results = {"caef-smollm2-135m": {"model": "caef", "tier": "smollm2-135m",
+                                     "cells": {"add_10": {}, "add_50": {}, "gt_100": {}, "mul_1_10": {}}},
+               "caef-tiny": {"model": "caef", "tier": "tiny", "cells": {"add_100": {}, "gt_100": {}}},
+               "lora-direct-smollm2-135m": {"model": "caef-direct", "tier": "smollm2-135m", "cells": {"add_50": {}}}}
+    [note] = table1.windowed_notes(results)
+    assert "(`caef-smollm2-135m`): add_50, gt_100 ran a window at a time" in note
+    assert "past 10 digits each executor step sees 10 cells" in note and "9 digits a call" in note

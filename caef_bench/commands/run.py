@@ -144,7 +144,8 @@ def run_table1(args: argparse.Namespace) -> int:
 
     from caef_bench.data.testsets import match_cells, table1_cells
     from caef_bench.evaluate.systems import cells_of, choose_systems, system_limits
-    from caef_bench.evaluate.table1 import direct_training_notes, keep_other_systems, run_table1 as run_systems
+    from caef_bench.evaluate.table1 import (direct_training_notes, keep_other_systems, run_table1 as run_systems,
+                                            windowed_notes)
     from caef_bench.paths import WORK_DIR
     from caef_bench.report.table1 import compare_with_committed, write_table1
 
@@ -162,7 +163,8 @@ def run_table1(args: argparse.Namespace) -> int:
                           cells_of=cells_of(args.cells_of, systems, cells, lambda p: match_cells(p, table1_cells())))
     if previous is not None:
         results = keep_other_systems(previous, results, systems)
-    for path in write_table1(results, args.out, args.command_line, direct_training_notes(results, systems)):
+    notes = direct_training_notes(results, systems) + windowed_notes(results)
+    for path in write_table1(results, args.out, args.command_line, notes):
         print(f"wrote {path}")
     for line in compare_with_committed(results, args.out):
         print(line)

@@ -253,6 +253,27 @@ def run_table1(systems: list[System], cells: list[str] | None = None, limit: int
     return results
 
 
+def windowed_notes(results: dict) -> list[str]:
+    """For each CAEF tier's system, the cells it ran a window at a time (`runtime.windowed`: operands of ADD
+    and the comparisons longer than its whole-state length) and how: the table says so beside the numbers."""
+    from caef_bench.models.limits import WINDOWED_OPS, windowing
+
+    notes = []
+    for name, result in results.items():
+        shape = windowing(result["tier"]) if result.get("model") == "caef" and "tier" in result else None
+        if shape is None:
+            continue
+        cells = [cell for cell in result.get("cells", {}) if cell.split("_")[0] in WINDOWED_OPS
+                 and cell.split("_")[1].isdigit() and int(cell.split("_")[1]) > shape.past]
+        if cells:
+            notes.append(f"**Windowed** (`{name}`): {', '.join(cells)} ran a window at a time (`runtime.windowed`): "
+                         f"past {shape.past} digits each executor step sees {shape.width} cells of each tape, "
+                         f"{shape.back} behind its head, and the aligners convert {shape.chunk} digits a call "
+                         f"(a sentinel digit on top), the lengths its adapters were trained on; every digit and "
+                         f"verdict is the model's, and every record of those problems says `windowed`.")
+    return notes
+
+
 def trained_samples(adapter_folder: Path) -> int | None:
     """Samples an adapter was trained on over all its rounds (its manifest's `initialised_from` chain)."""
     path = adapter_folder / "manifest.json"

@@ -90,3 +90,31 @@ def test_a_kept_system_whose_weights_are_not_on_this_machine_is_refused_in_the_o
         "CAEF", 10, tier="llama-3.1-8b", weights="0123456789ab")}}
     with pytest.raises(ValueError, match=r"--keep-others: caef-llama-3.1-8b .*cannot check .*add it to --systems"):
         keep_other_systems(llama, {}, systems)
+
+
+def _cells(entry: dict, **cells: int) -> dict:
+    return {**entry, "cells": {cell: {"n": 10, "correct": right, "accuracy": right / 10, "ci_low": 0.0, "ci_high": 1.0,
+                                      "examples": []} for cell, right in cells.items()}}
+
+
+def test_a_system_run_again_on_other_cells_keeps_its_earlier_cells_on_the_same_weights(systems, previous):
+    earlier = {**previous, "systems": {"caef-smollm2-135m": _cells(_entry("CAEF", 9, tier="smollm2-135m", weights="w1"),
+                                                                   add_5=9, gt_5=8)}}
+    now = _cells({**_entry("CAEF", 0, tier="smollm2-135m", weights="w1"), "command": "caef-bench lm-eval long"}, add_50=6)
+    merged = keep_other_systems(earlier, {"caef-smollm2-135m": now}, systems)["caef-smollm2-135m"]
+    assert {cell: stats["correct"] for cell, stats in merged["cells"].items()} == {"add_5": 9, "gt_5": 8, "add_50": 6}
+    assert merged["kept_cells"] == [{"cells": ["add_5", "gt_5"], "command": "caef-bench lm-eval …",
+                                     "made_by": OLD_COMMAND}]
+    assert merged["command"] == "caef-bench lm-eval long"  # this run's cells, with this run's records
+    text = table1_markdown({"caef-smollm2-135m": merged}, NEW_COMMAND)
+    assert f"`{OLD_COMMAND}` (`caef-smollm2-135m: add_5, gt_5`)" in text
+    # a third run keeps both earlier runs' cells apart, each with its own commands; a cell run again is the new one
+    third = _cells({**now, "command": "caef-bench lm-eval third"}, add_100=5, gt_5=10)
+    again = keep_other_systems({"command": NEW_COMMAND, "notes": [], "systems": {"caef-smollm2-135m": merged}},
+                               {"caef-smollm2-135m": third}, systems)["caef-smollm2-135m"]
+    assert again["kept_cells"] == [{"cells": ["add_5"], "command": "caef-bench lm-eval …", "made_by": OLD_COMMAND},
+                                   {"cells": ["add_50"], "command": "caef-bench lm-eval long", "made_by": NEW_COMMAND}]
+    assert again["cells"]["gt_5"]["correct"] == 10
+    # on other weights nothing is kept: those cells answer for weights the run did not use
+    other = keep_other_systems(earlier, {"caef-smollm2-135m": {**now, "weights": "w2"}}, systems)["caef-smollm2-135m"]
+    assert list(other["cells"]) == ["add_50"] and "kept_cells" not in other

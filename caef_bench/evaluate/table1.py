@@ -397,5 +397,26 @@ def keep_other_systems(previous: dict, results: dict, systems: dict[str, System]
             raise ValueError(f"--keep-others: {name} in the earlier table ran on weights {entry['weights']}, its "
                              f"checkpoints are now {now}: add it to --systems to run it again")
     made_by = {name: entry.get("made_by", previous["command"]) for name, entry in kept.items()}
-    merged = {**{name: {**entry, "made_by": made_by[name]} for name, entry in kept.items()}, **results}
+    merged = {**{name: {**entry, "made_by": made_by[name]} for name, entry in kept.items()},
+              **{name: _with_earlier_cells(previous, name, result) for name, result in results.items()}}
     return {name: merged[name] for name in systems if name in merged}
+
+
+def _with_earlier_cells(previous: dict, name: str, result: dict | None) -> dict | None:
+    """A system run now on some of its cells, with the cells of its earlier entry that this run did not
+    ask kept beside them, where both ran on the same weights: the other cells' hours are not spent again.
+    `kept_cells` lists the kept cells by the run that made them (its lm-eval command and the table's
+    command); the other cells are this run's, with this run's records."""
+    earlier = previous["systems"].get(name)
+    if result is None or "cells" not in result or not earlier or "cells" not in earlier \
+            or earlier.get("weights") != result.get("weights"):
+        return result
+    groups = [*earlier.get("kept_cells", []), {"cells": [c for c in earlier["cells"] if not any(
+        c in group["cells"] for group in earlier.get("kept_cells", []))], "command": earlier["command"],
+        "made_by": earlier.get("made_by", previous["command"])}]
+    kept = [{**group, "cells": [c for c in group["cells"] if c not in result["cells"]]} for group in groups]
+    kept = [group for group in kept if group["cells"]]
+    if not kept:
+        return result
+    cells = {c: earlier["cells"][c] for group in kept for c in group["cells"]}
+    return {**result, "cells": {**cells, **result["cells"]}, "kept_cells": kept}

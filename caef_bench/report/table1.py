@@ -158,9 +158,11 @@ def _made_by(results: dict, command: str) -> str:
     commands: dict[str, list[str]] = {}
     for name, result in results.items():
         commands.setdefault(result.get("made_by", command), []).append(name)
+        for group in result.get("kept_cells", []):  # cells of a system kept from an earlier run of it
+            commands.setdefault(group["made_by"], []).append(f"{name}: {', '.join(group['cells'])}")
     if list(commands) == [command]:
         return f"`{command}`"
-    return "; ".join(f"`{made_by}` ({', '.join(f'`{n}`' for n in names)})"
+    return "; ".join(f"`{made_by}` ({', '.join(f'`{n}`' for n in names)})"  # (a kept cells' entry: `name: cells`)
                      for made_by, names in sorted(commands.items(), key=lambda item: item[0] != command))
 
 

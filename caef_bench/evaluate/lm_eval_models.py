@@ -23,7 +23,7 @@ from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
 from caef_bench.machines import parse_expression, typed_expression
-from caef_bench.models.limits import WINDOWED_OPS, BeyondTierError, check_lengths, check_within_tier, windowing
+from caef_bench.models.limits import BeyondTierError, check_lengths, check_within_tier, windowing
 from caef_bench.runtime.backends import check_operators
 
 
@@ -108,7 +108,7 @@ class CaefLM(_NoLoglikelihood, LM):
         shape = windowing(self.tier)
         return {"caef_tier": self.tier, "caef_weights": getattr(self.checked_model, "fingerprint", None),
                 "caef_windowing": None if shape is None else {
-                    "ops": list(WINDOWED_OPS), "past_digits": shape.past, "width": shape.width, "back": shape.back,
+                    "ops": list(shape.ops), "past_digits": shape.past, "width": shape.width, "back": shape.back,
                     "chunk": shape.chunk}}
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:

@@ -21,8 +21,9 @@ from caef_bench.models.names import operator_adapters, split_adapter_name
 
 LENGTH_OPS = ("add", "sub", "gt", "lt", "eq")
 # The operators whose executors are local enough to run a window of a state at a time (runtime.windowed):
-# past a tier's fields of position ids they still run, up to the tier's `windowed_digits`.
-WINDOWED_OPS = ("add", "gt", "lt", "eq")
+# past a tier's fields of position ids they still run, up to the tier's `windowed_digits` (those of its
+# `windowed_ops` measured). SUB's composer steps run in chunks, its callees on windows.
+WINDOWED_OPS = ("add", "sub", "gt", "lt", "eq")
 
 
 class BeyondTierError(ValueError):
@@ -44,6 +45,7 @@ class Windowing:
     width: int  # cells of each tape a window shows
     back: int  # cells of each tape a window keeps behind its head
     chunk: int  # digits of each operand one aligner call converts
+    ops: tuple[str, ...] = ("add", "gt", "lt", "eq")  # which of WINDOWED_OPS the tier runs so (as measured)
 
 
 @dataclass(frozen=True)
@@ -58,11 +60,15 @@ class OperandLimits:
     windowing: Windowing | None = None  # how (None: never)
     windowed_measured: str = ""  # the report of the longest windowed runs measured
 
+    @property
+    def windowed_ops(self) -> tuple[str, ...]:
+        return self.windowing.ops if self.windowing is not None else ()
+
     def longest(self, op: str) -> int:
         """The most digits an operand of `op` may have on this tier (mul's b and div's quotient are
         bounded by value; at most two digits)."""
         if op in LENGTH_OPS:
-            return self.windowed_digits if op in WINDOWED_OPS and self.windowed_digits > self.max_digits \
+            return self.windowed_digits if op in self.windowed_ops and self.windowed_digits > self.max_digits \
                 else self.max_digits
         return self.small_digits + (len(str(self.small_factor)) if op == "div" else 0)
 
@@ -71,7 +77,7 @@ class OperandLimits:
         limit = self.longest(op)
         if longest <= limit:
             return None
-        windowed = op in WINDOWED_OPS and self.windowed_digits > self.max_digits
+        windowed = op in self.windowed_ops and self.windowed_digits > self.max_digits
         return f"{op} operands of at most {limit} digits{' run a window at a time' if windowed else ''} (got {longest})"
 
     def problem(self, op: str, a: int, b: int) -> str | None:
@@ -103,7 +109,8 @@ TIER_LIMITS = {
     "tiny": OperandLimits(why="its adapters were trained on the protocol's ranges only, and its coupled "
                               "position ids give each tape field 128 cells",
                           # measured in results/long_operands.md ("Windowed execution")
-                          windowed_digits=1000, windowing=Windowing(past=100, width=16, back=4, chunk=50),
+                          windowed_digits=1000, windowing=Windowing(past=100, width=16, back=4, chunk=50,
+                                                                       ops=WINDOWED_OPS),
                           windowed_measured="results/long_operands.md",
                           needs="a base and adapters trained with longer fields of position ids "
                                 "(`--position-scheme coupled-hints/1024`; docs/long-operands.md; measured past 100 "
@@ -167,10 +174,11 @@ def _refuse(tier: str, limits: OperandLimits, op: str, problem: str, expr: str) 
     why = limits.why
     needs = f"; longer operands need {limits.needs}" if limits.needs and op in LENGTH_OPS else ""
     windows = limits.windowed_digits > limits.max_digits
-    if windows and op in WINDOWED_OPS:  # past what windowed runs were measured to do
+    if windows and op in limits.windowed_ops:  # past what windowed runs were measured to do
         why, needs = f"the longest windowed runs measured ({limits.windowed_measured})", ""
     elif windows and op in LENGTH_OPS:
-        needs += (f" (add, gt, lt and eq run a window at a time up to {limits.windowed_digits} digits; "
+        needs += (f" ({', '.join(limits.windowed_ops[:-1])} and {limits.windowed_ops[-1]} run a window at a time "
+                  f"up to {limits.windowed_digits} digits; "
                   f"{op} does not yet)")
     raise BeyondTierError(f"the {tier} tier supports {problem}: {why}{needs}. Expression: "
                           f"{expr if len(expr) <= 60 else expr[:28] + '…' + expr[-28:]}")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from caef_bench.machines import parse_expression, run
-from caef_bench.models.limits import WINDOWED_OPS, Windowing
+from caef_bench.models.limits import Windowing
 
 from .problem import (Attempt, Completion, FreeRunning, Problem, StepModel, TeacherForced, default_step_budget,
                       reference_step_count, reference_steps)
@@ -76,8 +76,9 @@ def solve_batch(
 def start_attempt(problem: Problem, mode: str, started: float, keep_steps: bool, step_budget: int | None,
                   windowing: Windowing | None = None) -> Attempt:
     """Set a problem up; one outside the machines' domain is finished at once with outcome "error".
-    windowing: operands of ADD or a comparison longer than its `past` digits run a window at a time
-    (`runtime.windowed`; free and traced modes); None: every problem runs on whole states."""
+    windowing: operands of its `ops` (ADD, the comparisons, and SUB where measured) longer than its `past`
+    digits run a window at a time (`runtime.windowed`; free and traced modes); None: every problem runs on
+    whole states."""
     common = dict(mode=mode, started=started, keep_steps=keep_steps)
     try:
         expression = parse_expression(problem.expr)
@@ -87,7 +88,7 @@ def start_attempt(problem: Problem, mode: str, started: float, keep_steps: bool,
         attempt.finish("error", str(error))
         return attempt
     longest = max(len(str(expression.a)), len(str(expression.b)))
-    if windowing is not None and mode != "teacher_forcing" and expression.op in WINDOWED_OPS \
+    if windowing is not None and mode != "teacher_forcing" and expression.op in windowing.ops \
             and longest > windowing.past:
         return windowed_attempt(problem, expression.op, machine_run, step_budget, windowing, **common)
     if mode == "teacher_forcing":

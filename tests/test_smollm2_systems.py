@@ -154,3 +154,13 @@ def test_a_smollm2_direct_row_trained_on_fewer_samples_than_its_caef_pair_says_i
         {"stages": {"stage2": {"steps": 505, "batch": 8}}, "position_scheme": "standard"}))
     [note] = direct_training_notes({system.name: {"cells": {}}}, {system.name: system})
     assert "sub 4,040, no CAEF adapters on this tier yet, standard ids" in note
+    # tokens too, where every round's manifest says them: a direct sample is shorter than a CAEF transition
+    for kind, tokens in (("executors", 1000), ("aligners", 500), ("direct", 700)):
+        manifest = json.loads((folder / kind / "add" / "manifest.json").read_text())
+        manifest["stages"]["stage2"]["tokens"] = tokens
+        if "initialised_from" in manifest:
+            for stage in manifest["initialised_from"]["stages"].values():
+                stage["tokens"] = 100
+        (folder / kind / "add" / "manifest.json").write_text(json.dumps(manifest))
+    [note] = direct_training_notes({system.name: {"cells": {}}}, {system.name: system})
+    assert "add 8,000, CAEF 8,040, standard ids, 700 tokens (CAEF 1,700)" in note

@@ -276,12 +276,24 @@ def windowed_notes(results: dict) -> list[str]:
 
 def trained_samples(adapter_folder: Path) -> int | None:
     """Samples an adapter was trained on over all its rounds (its manifest's `initialised_from` chain)."""
+    return _over_rounds(adapter_folder, lambda stage: stage["steps"] * stage["batch"])
+
+
+def trained_tokens(adapter_folder: Path) -> int | None:
+    """Tokens an adapter was trained on over all its rounds; None where a round's manifest does not say."""
+    return _over_rounds(adapter_folder, lambda stage: stage.get("tokens"))
+
+
+def _over_rounds(adapter_folder: Path, amount) -> int | None:
     path = adapter_folder / "manifest.json"
     if not path.is_file():
         return None
     manifest, total = json.loads(path.read_text()), 0
     while isinstance(manifest, dict):
-        total += sum(stage["steps"] * stage["batch"] for stage in manifest.get("stages", {}).values())
+        for stage in manifest.get("stages", {}).values():
+            if (value := amount(stage)) is None:
+                return None
+            total += value
         manifest = manifest.get("initialised_from")
     return total
 
@@ -349,6 +361,11 @@ def direct_training_notes(results: dict, systems: dict[str, System]) -> list[str
                 classes += [op] if draw == "classes" else []
             if scheme != "standard":
                 coupled.append(op)
+            # a direct sample is shorter than a CAEF transition: the tokens say what the samples do not
+            tokens = [trained_tokens(folder) for folder in (root / "direct" / op, caef_root / "executors" / op,
+                                                            caef_root / "aligners" / op)]
+            if tokens[0] is not None:
+                part += f", {tokens[0]:,} tokens" + (f" (CAEF {tokens[1] + tokens[2]:,})" if None not in tokens else "")
             parts.append(part)
         if not parts:
             continue

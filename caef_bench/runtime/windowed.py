@@ -26,8 +26,12 @@ longer sees. It never needs them: it reads the carry register and copies the out
 mode compares each window with the same window of the machine's step, so a run's first divergence is
 found as in a whole-state run.
 
-SUB, MUL and DIV are not windowed: their composers' states hold the callee's halt state and operands
-whole (SUB's REFLECTION and LEFT_MASK), which needs windows of their own (docs/long-operands.md).
+SUB runs its composer's steps in chunks the same way (`sub_chunk`: 2 over a's chunk and 1 over b's, and
+on each callee tape the cells those sentinels become through the machine, so that each chunk is as far
+as it can be a state of the chunk's own short subtraction), each chunk's step checked against the copies
+it must write (`check_sub_chunk`); its callees REFLECTION, ADD and LEFT_MASK run on windows like ADD
+(in q2, where the output head walks back over the top zeros, the window follows the output head).
+The design is docs/long-operands.md's "Windowed subtraction". MUL and DIV are not windowed.
 """
 
 from __future__ import annotations

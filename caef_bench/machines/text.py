@@ -229,9 +229,7 @@ def render_output(machine: str, output: str, q: str) -> str:
 
 def _render_composer_state(state: ComposerState) -> str:
     if state.machine in LONG_COMPOSERS:
-        from .long_composers import render_long_state
-
-        return render_long_state(state)
+        return _render_long_state(state)
     text = f"{state.machine}, {state.q}, [HEAD1]{cells(state.a)} [HEAD2]{cells(state.b)} "
     if state.machine == "SUB":
         return text + cells(state.output)
@@ -348,9 +346,7 @@ def _parse_state(cur: _Cursor) -> ExecutorState | ComposerState:
     cur.expect(", ")
     halted = q == "qH"
     if machine in LONG_COMPOSERS:
-        from .long_composers import parse_long_state
-
-        state = parse_long_state(cur, machine, q)
+        state = _parse_long_state(cur, machine, q)
         cur.end()
         return state
     if machine in COMPOSERS:
@@ -508,3 +504,110 @@ def parse(text: str) -> Snapshot:
         callee_command = _parse_command(_Cursor(lines[3], 4), callee_state.machine) if len(lines) > 3 else None
         callee = Snapshot(callee_state, callee_command)
     return Snapshot(state, command, callee, trailing)
+
+
+# --------------------------------------------------------------------------- LONG_MUL's and LONG_DIV's states
+# (the machines are caef_bench.machines.long_composers; their state lines are text's, as every other machine's)
+
+
+@dataclass(frozen=True, slots=True)
+class LongMulState(ComposerState):
+    """LONG_MUL's state line: a, b with a moving HEAD2, and the product register with a marker.
+
+        LONG_MUL, q1, [HEAD1]|6|4|9 |5[HEAD2]|1 |0[OUTPUT]|3|7|4
+
+    HEAD2 stands before the digit of b being multiplied (head k+1 on digit k, len(b)+1 past the
+    last, an executor tape's convention; head 1 reads as the paper's composers' "[HEAD2]|5|1").
+    The cells of the output before its [OUTPUT] marker are the product's final low digits; the cells
+    after it, the running high part that the next partial product is added to. The halt state
+    drops the marker (mark 0) and holds the product.
+    """
+
+    head: int = 1
+    mark: int = 0
+
+    @property
+    def heads(self) -> tuple[int, ...]:
+        return (self.head, self.mark)
+
+    @property
+    def registers(self) -> tuple[str, ...]:
+        return ()
+
+
+@dataclass(frozen=True, slots=True)
+class LongDivState(ComposerState):
+    """LONG_DIV's state line: a with a moving HEAD1, b, the remainder, b's complement, the quotient.
+
+        LONG_DIV, q3,  |2[HEAD1]|2 [HEAD2]|5 [REM]|2|0 [NEG]|5|9 [OUTPUT]|0
+
+    HEAD1 stands before the digit of a brought down last (len(a)+1, past the top, before the
+    first; it moves down to 1). [REM] is the partial remainder on w = len(b)+1 cells, zeros kept;
+    [NEG] is 10^w - b on w cells (b's ten's complement: ADD(REM, NEG) is REM - b with a carry out
+    of the top column exactly when REM >= b). The quotient's newest digit is its first cell, the
+    one being counted. The halt state drops the [OUTPUT] marker and the quotient's top zeros; [REM]
+    then holds a mod b.
+    """
+
+    head: int = 1
+    neg: str = ""
+    rem: str = ""
+
+    @property
+    def heads(self) -> tuple[int, ...]:
+        return (self.head,)
+
+    @property
+    def registers(self) -> tuple[str, ...]:
+        return (self.rem, self.neg)
+
+
+def _render_long_state(state: LongMulState | LongDivState) -> str:
+    """The state line of LONG_MUL or LONG_DIV."""
+    halted = state.q == "qH"
+    if state.machine == "LONG_MUL":
+        b = render_tape("HEAD2", cells(state.b), state.head)
+        if halted:
+            product = cells(state.output)
+        else:
+            product = f"{cells(state.output[: state.mark])}[OUTPUT]{cells(state.output[state.mark:])}"
+        return f"LONG_MUL, {state.q}, [HEAD1]{cells(state.a)}{b} {product}"
+    a = render_tape("HEAD1", cells(state.a), state.head)
+    marker = "" if halted else "[OUTPUT]"
+    return (f"LONG_DIV, {state.q}, {a} [HEAD2]{cells(state.b)} [REM]{cells(state.rem)} "
+            f"[NEG]{cells(state.neg)} {marker}{cells(state.output)}")
+
+
+def _parse_long_state(cur, machine: str, q: str) -> LongMulState | LongDivState:
+    """Read the rest of a LONG_MUL or LONG_DIV state line from the cursor (after "MACHINE, q, ")."""
+    halted = q == "qH"
+
+    def moving_tape(marker: str) -> tuple[str, int]:
+        cur.expect(" ")
+        before = cur.digits()
+        cur.expect(f"[{marker}]")
+        return before + cur.digits(), len(before) + 1
+
+    if machine == "LONG_MUL":
+        cur.expect("[HEAD1]")
+        a = cur.digits()
+        b, head = moving_tape("HEAD2")
+        cur.expect(" ")
+        low = cur.digits()
+        if halted:
+            if not low:
+                raise cur.fail("expected the product's digits")
+            return LongMulState(machine, q, a, b, None, low, head, 0)
+        cur.expect("[OUTPUT]")
+        return LongMulState(machine, q, a, b, None, low + cur.digits(), head, len(low))
+    def register(marker: str) -> str:
+        cur.expect(f" [{marker}]")
+        return cur.digits()
+
+    a, head = moving_tape("HEAD1")
+    b, rem, neg = register("HEAD2"), register("REM"), register("NEG")
+    cur.expect(" " if halted else " [OUTPUT]")
+    output = cur.digits()
+    if halted and not output:
+        raise cur.fail("expected the quotient's digits")
+    return LongDivState(machine, q, a, b, None, output, head, neg, rem)

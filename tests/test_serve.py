@@ -109,10 +109,10 @@ def test_chat_replies_are_read_by_the_chat_tasks_scorer(client):
 @pytest.mark.parametrize("body, reason", [
     ({"model": "caef-tiny", "prompt": "hello"}, "not an expression such as 45+67="),
     ({"model": "caef-tiny", "prompt": ["1+1=", "2+"]}, "prompt 1 is not an expression"),
-    ({"model": "caef-tiny", "prompt": "3" * 101 + "-1="}, "at most 100 digits (got 101)"),
+    ({"model": "caef-tiny", "prompt": "3" * 1001 + "-1="}, "at most 1000 digits run a window at a time (got 1001)"),
     ({"model": "caef-tiny", "prompt": "1" * 1001 + "+1="}, "at most 1000 digits run a window at a time (got 1001)"),
     # past the digits Python reads as a number: still the tier's limit, not the interpreter's
-    ({"model": "caef-tiny", "prompt": "7" * 5000 + "-1="}, "sub operands of at most 100 digits (got 5000)"),
+    ({"model": "caef-tiny", "prompt": "7" * 5000 + "-1="}, "sub operands of at most 1000 digits run a window at a time (got 5000)"),
     ({"model": "caef-tiny", "prompt": "7" * 5000 + "*1="}, "mul operands of at most 10 digits (got 5000)"),
     ({"model": "caef-tiny", "prompt": "12345678901*3="}, "a of at most 10 digits and b at most 15"),
     ({"model": "caef-tiny", "prompt": "5*16="}, "b=16"),

@@ -72,3 +72,53 @@ def test_the_check_sees_backward_and_sideways_imports():
     assert backward_imports("runtime", "import caef_bench.train.loop\n", "caef_bench.runtime")
     assert not backward_imports("evaluate", "from ..runtime import Problem\nfrom . import scoring\n",
                                 "caef_bench.evaluate")
+
+
+def _module_name(path: Path) -> str:
+    parts = ("caef_bench",) + path.relative_to(PACKAGE).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_circles(sources: dict[str, str]) -> list[list[str]]:
+    """Circles of modules importing each other ({module: source}), at the top or inside a function: each the
+    modules of one strongly connected part of the import graph, where there is more than one."""
+    modules = set(sources)
+    graph = {}
+    for module, source in sources.items():
+        package = module if module in {m.rpartition(".")[0] for m in modules} else module.rpartition(".")[0]
+        graph[module] = {imported for _, imported in _imports(source, package) if imported in modules and imported != module}
+    order, low, stack, on_stack, circles = {}, {}, [], set(), []
+
+    def visit(module):  # Tarjan's strongly connected components
+        order[module] = low[module] = len(order)
+        stack.append(module)
+        on_stack.add(module)
+        for other in graph[module]:
+            if other not in order:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in on_stack:
+                low[module] = min(low[module], order[other])
+        if low[module] == order[module]:
+            part = []
+            while not part or part[-1] != module:
+                part.append(stack.pop())
+                on_stack.discard(part[-1])
+            if len(part) > 1:
+                circles.append(sorted(part))
+
+    for module in sorted(graph):
+        if module not in order:
+            visit(module)
+    return circles
+
+
+def test_no_modules_import_each_other():
+    sources = {_module_name(path): path.read_text() for path in _sources()}
+    assert import_circles(sources) == []
+
+
+def test_an_import_circle_through_a_function_level_import_is_found():
+    sources = {"caef_bench.machines.text": "def f():\n    from .long import g\n",
+               "caef_bench.machines.long": "from .text import f\n", "caef_bench.machines.other": "import os\n"}
+    assert import_circles(sources) == [["caef_bench.machines.long", "caef_bench.machines.text"]]

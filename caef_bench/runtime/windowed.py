@@ -443,17 +443,21 @@ class Windowed(Attempt):
     def accept(self, completion: Completion, seconds: float) -> None:
         text, index = self._logged(completion, seconds, expression=self.phase == "align_output")
         try:
-            if self.phase == "execute":
-                self._execute(text)
-            else:
-                self.chunk_texts.append(text)
-                if len(self.chunk_texts) == len(self.chunk_prompts):
-                    self._chunks_done()
+            self._take(text)
         except (Malformed, OffProblem) as error:
             self._stopped(error, index, text)
             return
         if not self.done and not self._over_budget(self.budget):
             self._next()
+
+    def _take(self, text: str) -> None:
+        """Act on the pending call's answer: a window's next state, or a chunk."""
+        if self.phase == "execute":
+            self._execute(text)
+            return
+        self.chunk_texts.append(text)
+        if len(self.chunk_texts) == len(self.chunk_prompts):
+            self._chunks_done()
 
     def _chunks_done(self) -> None:
         if self.phase == "align_input":
@@ -472,8 +476,12 @@ class Windowed(Attempt):
             raise OffProblem(rewritten + " (in its window)")
         self.whole = Snapshot(splice(self.whole.state, self.window, written.state), command)
         if command.is_halt:
-            self.phase = "align_output"
-            self.chunk_prompts, self.chunk_texts = output_chunks(self.whole.state, self.shape.chunk), []
+            self._halted()
+
+    def _halted(self) -> None:
+        """The executor halted (self.whole): aligner (O) reads it by chunks."""
+        self.phase = "align_output"
+        self.chunk_prompts, self.chunk_texts = output_chunks(self.whole.state, self.shape.chunk), []
 
     def _compare(self, text: str) -> tuple[str | None, str | None]:
         if self.reference is None or self.record.first_divergence is not None:
@@ -507,21 +515,14 @@ class WindowedSub(Windowed):
         super()._next()
         self.depth = 1 if self.phase == "execute" else 0
 
-    def accept(self, completion: Completion, seconds: float) -> None:
+    def _take(self, text: str) -> None:
         if not (self.phase == "execute" and self.composing):
-            super().accept(completion, seconds)
+            super()._take(text)
             return
-        text, index = self._logged(completion, seconds, expression=False)
-        try:
-            check_sub_chunk(len(self.chunk_texts), parse_output(text), self.asked[len(self.chunk_texts)])
-            self.chunk_texts.append(text)
-            if len(self.chunk_texts) == len(self.chunk_prompts):
-                self._composed()
-        except (Malformed, OffProblem) as error:
-            self._stopped(error, index, text)
-            return
-        if not self.done and not self._over_budget(self.budget):
-            self._next()
+        check_sub_chunk(len(self.chunk_texts), parse_output(text), self.asked[len(self.chunk_texts)])
+        self.chunk_texts.append(text)
+        if len(self.chunk_texts) == len(self.chunk_prompts):
+            self._composed()
 
     def _chunks_done(self) -> None:
         if self.phase != "align_input":
@@ -547,14 +548,9 @@ class WindowedSub(Windowed):
             return
         self.composing, self.whole = False, after.callee
 
-    def _execute(self, text: str) -> None:
-        written = parse_output(text)
-        command = step_command(written, self.whole.machine)
-        if rewritten := rewritten_operand(self.shown.state, written.state):
-            raise OffProblem(rewritten + " (in its window)")
-        self.whole = Snapshot(splice(self.whole.state, self.window, written.state), command)
-        if command.is_halt:
-            self._compose(Snapshot(self.after.state, self.after.command, self.whole, trailing_newline=True))
+    def _halted(self) -> None:
+        """The callee halted: the composer's next step reads its halt state."""
+        self._compose(Snapshot(self.after.state, self.after.command, self.whole, trailing_newline=True))
 
 
 def _windowed_calls(problem: Problem, machine_run, shape: Windowing) -> int:

@@ -106,6 +106,9 @@ def test_a_system_run_again_on_other_cells_keeps_its_earlier_cells_on_the_same_w
     assert merged["kept_cells"] == [{"cells": ["add_5", "gt_5"], "command": "caef-bench lm-eval …",
                                      "made_by": OLD_COMMAND}]
     assert merged["command"] == "caef-bench lm-eval long"  # this run's cells, with this run's records
+    assert "cells_why" not in merged  # (all the cells it was asked: none left out to explain)
+    asked = keep_other_systems(earlier, {"caef-smollm2-135m": {**now, "cells_asked": 22}}, systems)["caef-smollm2-135m"]
+    assert asked["cells_why"] == systems["caef-smollm2-135m"].cells_why  # 3 of 22 cells: the system says why
     text = table1_markdown({"caef-smollm2-135m": merged}, NEW_COMMAND)
     assert f"`{OLD_COMMAND}` (`caef-smollm2-135m: add_5, gt_5`)" in text
     # a third run keeps both earlier runs' cells apart, each with its own commands; a cell run again is the new one

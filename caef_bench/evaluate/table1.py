@@ -416,6 +416,10 @@ def keep_other_systems(previous: dict, results: dict, systems: dict[str, System]
     made_by = {name: entry.get("made_by", previous["command"]) for name, entry in kept.items()}
     merged = {**{name: {**entry, "made_by": made_by[name]} for name, entry in kept.items()},
               **{name: _with_earlier_cells(previous, name, result) for name, result in results.items()}}
+    for name, entry in merged.items():  # cells of two runs: why it has these cells, not the table's all
+        if entry and entry.get("kept_cells") and systems[name].cells_why \
+                and len(entry["cells"]) < entry.get("cells_asked", 0):
+            entry["cells_why"] = systems[name].cells_why
     return {name: merged[name] for name in systems if name in merged}
 
 

@@ -15,6 +15,7 @@ from caef_bench.data.testsets import (
     length_records,
     load_cell,
     long_cells,
+    long_muldiv_cells,
     repeated_cells,
     table1_cells,
     verify_manifest,
@@ -56,7 +57,8 @@ def test_committed_files_match_their_manifest():
     manifest = json.loads((DEFAULT_DATA_DIR / "MANIFEST.json").read_text())
     assert manifest["seed"] == testsets.DEFAULT_SEED
     assert manifest["generator_version"] == testsets.GENERATOR_VERSION
-    assert sorted(manifest["files"]) == sorted(f"{c}.jsonl" for c in table1_cells() + repeated_cells() + long_cells())
+    assert sorted(manifest["files"]) == sorted(
+        f"{c}.jsonl" for c in table1_cells() + repeated_cells() + long_cells() + long_muldiv_cells())
 
 
 def test_regeneration_is_byte_identical_to_the_committed_files():

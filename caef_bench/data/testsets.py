@@ -18,6 +18,12 @@ Long cells (beyond the paper's 100 digits):
   problems as a problem's tokens grow with n (``LONG_SIZES``). ``length_records`` draws
   the same way at any other length (the research probes between 100 and 200 digits).
 
+Long multiplication and division cells (docs/long-mul-div.md's schoolbook machines; no tier runs them yet):
+  ``mul_<n>x<m>`` (``mul_20x20``, ``mul_50x50``): a of exactly n digits times b of exactly m;
+  ``div_<n>by<m>`` (``div_40by20``, ``div_100by10``): a of exactly n digits over a divisor of exactly m
+  (no leading zero), the answer the integer quotient a // b as the paper's DIV. Uniform operands, the
+  protocol's ``a*b=`` and ``a//b=``, sizes in ``LONG_MULDIV_SIZES``.
+
 Repeated-digit cells (the paper only describes these; 200 problems each):
   ``rep_<op>_<n>_<pattern>`` for op in add, sub, gt, lt, eq, n in 10, 50, 100
   and pattern in p1, p2, p3 (operands periodic with that period), mixed (a
@@ -65,6 +71,10 @@ REPEATED_LENGTHS = (10, 50, 100)
 # Beyond the paper's lengths: a 1,000-digit problem is ~3,000 tokens a state, so fewer of them.
 LONG_SIZES = {200: 100, 500: 50, 1000: 20}
 LONG_LENGTHS = tuple(LONG_SIZES)
+# Long multiplication and division: (op, digits of a, digits of b) -> problems, the lengths of the
+# design's table (docs/long-mul-div.md); the larger cells' problems cost ~5-7 thousand model calls each.
+LONG_MULDIV_SIZES = {("mul", 20, 20): 100, ("mul", 50, 50): 50, ("div", 40, 20): 100, ("div", 100, 10): 50}
+LONG_MULDIV_JOIN = {"mul": "x", "div": "by"}  # mul_20x20: 20 digits times 20; div_40by20: 40 digits by 20
 PATTERN_PERIODS = {"p1": 1, "p2": 2, "p3": 3}
 ROUND = "round"
 PATTERNS = (*PATTERN_PERIODS, "mixed", ROUND, "control")
@@ -109,10 +119,11 @@ def solve(op: str, a: int, b: int) -> str:
 @dataclass(frozen=True)
 class CellSpec:
     op: str
-    digits: int | None  # operand length; None for the mul/div 1-10 digit cells
+    digits: int | None  # operand length (a's in the long mul/div cells); None for the mul/div 1-10 digit cells
     pattern: str | None  # repeated-digit pattern; None for Table 1 and long cells
     size: int
-    suite: str = "table1"  # "table1", "repeated" or "long"
+    suite: str = "table1"  # "table1", "repeated", "long" or "long_muldiv"
+    b_digits: int | None = None  # b's length in the long mul/div cells (b differs from a there)
 
 
 def _cell_specs() -> dict[str, CellSpec]:
@@ -133,6 +144,8 @@ def _cell_specs() -> dict[str, CellSpec]:
     for op in LENGTH_OPS:
         for n, size in LONG_SIZES.items():
             specs[f"{op}_{n}"] = CellSpec(op, n, None, size, "long")
+    for (op, n, m), size in LONG_MULDIV_SIZES.items():
+        specs[f"{op}_{n}{LONG_MULDIV_JOIN[op]}{m}"] = CellSpec(op, n, None, size, "long_muldiv", m)
     return specs
 
 
@@ -151,6 +164,11 @@ def repeated_cells() -> list[str]:
 def long_cells() -> list[str]:
     """The 15 long cells (add, sub, gt, lt, eq at 200, 500 and 1,000 digits), operator then length."""
     return [name for name, spec in CELLS.items() if spec.suite == "long"]
+
+
+def long_muldiv_cells() -> list[str]:
+    """The 4 long multiplication and division cells: mul_20x20, mul_50x50, div_40by20, div_100by10."""
+    return [name for name, spec in CELLS.items() if spec.suite == "long_muldiv"]
 
 
 def all_cells() -> list[str]:
@@ -216,6 +234,8 @@ def _div_pair(rng: random.Random) -> tuple[int, int]:
 
 
 def _table1_pairs(spec: CellSpec, rng: random.Random) -> list[tuple[int, int]]:
+    if spec.b_digits is not None:  # long mul/div: both operands uniform at their own exact lengths
+        return [(_number(rng, spec.digits), _number(rng, spec.b_digits)) for _ in range(spec.size)]
     if spec.op == "mul":
         return [_mul_pair(rng) for _ in range(spec.size)]
     if spec.op == "div":

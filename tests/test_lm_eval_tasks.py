@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from caef_bench.data.testsets import CELLS, load_cell, load_protocol, long_cells, repeated_cells, table1_cells
+from caef_bench.data.testsets import (CELLS, load_cell, load_protocol, long_cells, long_muldiv_cells, repeated_cells,
+                                      table1_cells)
 from lm_eval.tasks import TaskManager
 from micro_model import answering_model_dir  # noqa: F401  (pytest fixture)
 
@@ -25,8 +26,12 @@ GROUPS = {
     "caef_long": [f"caef_{cell}" for cell in long_cells()],
     "caef_long_direct": [f"caef_{cell}_direct" for cell in long_cells()],
     "caef_long_chat": [f"caef_{cell}_chat" for cell in long_cells()],
+    "caef_long_muldiv": [f"caef_{cell}" for cell in long_muldiv_cells()],
+    "caef_long_muldiv_direct": [f"caef_{cell}_direct" for cell in long_muldiv_cells()],
+    "caef_long_muldiv_chat": [f"caef_{cell}_chat" for cell in long_muldiv_cells()],
 }
-CELLS_OF = {"caef_table1": table1_cells, "caef_repeated": repeated_cells, "caef_long": long_cells}
+CELLS_OF = {"caef_table1": table1_cells, "caef_repeated": repeated_cells, "caef_long": long_cells,
+            "caef_long_muldiv": long_muldiv_cells}
 OFFLINE_ENV = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
 
 
@@ -73,7 +78,8 @@ def test_docs_are_the_committed_cells(loaded):
             assert {key: docs[0][key] for key in committed[0]} == committed[0]
 
 
-@pytest.mark.parametrize("cell", [*table1_cells(), "rep_add_100_p2", "rep_eq_10_control", "sub_1000", "eq_500"])
+@pytest.mark.parametrize("cell", [*table1_cells(), "rep_add_100_p2", "rep_eq_10_control", "sub_1000", "eq_500",
+                                  *long_muldiv_cells()])
 def test_prompts_are_the_protocols(loaded, cell):
     _, result = loaded
     protocol = load_protocol()
@@ -100,6 +106,10 @@ def test_generation_settings(loaded):
         long = result["tasks"][f"caef_add_1000{suffix}"].config.generation_kwargs
         assert long["max_gen_toks"] >= 1001 + 16 and long["until"] == ["\n"] and long["do_sample"] is False
     assert result["tasks"]["caef_add_1000_chat"].config.generation_kwargs["max_gen_toks"] > 2048
+    for cell in long_muldiv_cells():  # answers of at most 100 digits (a 50x50 product), Table 1's templates
+        longest = max(len(problem["answer"]) for problem in load_cell(cell))
+        for suffix in ("", "_direct", "_chat"):
+            assert result["tasks"][f"caef_{cell}{suffix}"].config.generation_kwargs["max_gen_toks"] >= longest + 16
 
 
 def _replies(answer):
@@ -118,7 +128,7 @@ def _replies(answer):
     }
 
 
-@pytest.mark.parametrize("cell", ["add_50", "eq_5", "div_1_10"])
+@pytest.mark.parametrize("cell", ["add_50", "eq_5", "div_1_10", *long_muldiv_cells()])
 def test_tasks_score_through_the_shared_scoring(loaded, cell):
     _, result = loaded
     doc = result["tasks"][f"caef_{cell}"].test_docs()[1]

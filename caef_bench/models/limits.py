@@ -13,11 +13,12 @@ from __future__ import annotations
 import os
 import shlex
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from caef_bench.machines import Expression, operand_texts, parse_expression, typed_expression
 from caef_bench.models.names import operator_adapters, split_adapter_name
+from caef_bench.models.tiers import TIER_FILES, TierFile, checked
 
 LENGTH_OPS = ("add", "sub", "gt", "lt", "eq")
 # The operators whose executors are local enough to run a window of a state at a time (runtime.windowed):
@@ -105,27 +106,20 @@ def _digits(n: int) -> str:
     return "1 digit" if len(str(n)) == 1 else f"{len(str(n))} digits"
 
 
-TIER_LIMITS = {
-    "tiny": OperandLimits(why="its adapters were trained on the protocol's ranges only, and its coupled "
-                              "position ids give each tape field 128 cells",
-                          # measured in results/long_operands.md ("Windowed execution")
-                          windowed_digits=1000, windowing=Windowing(past=100, width=16, back=4, chunk=50,
-                                                                       ops=WINDOWED_OPS),
-                          windowed_measured="results/long_operands.md",
-                          needs="a base and adapters trained with longer fields of position ids "
-                                "(`--position-scheme coupled-hints/1024`; docs/long-operands.md; measured past 100 "
-                                "digits in results/long_operands.md)"),
-    # Its CAEF adapters were trained on operands of 1-10 digits (docs/smollm2.md): whole states to 10
-    # digits; past them ADD and the comparisons run on windows of 10 cells and aligner chunks of 9
-    # digits and a sentinel, the lengths trained on, up to the longest windowed runs measured
-    # (results/table1.md, its CAEF row at 50 and 100 digits).
-    "smollm2-135m": OperandLimits(max_digits=10, windowed_digits=100,
-                                  windowing=Windowing(past=10, width=10, back=4, chunk=9),
-                                  windowed_measured="results/table1.md",
-                                  why="its CAEF adapters were trained on operands of 1-10 digits",
-                                  needs="adapters trained on longer operands (docs/smollm2.md)"),
-    "llama-3.1-8b": OperandLimits(why="the released adapters were trained on the protocol's ranges"),
-}
+def _limits(tier: TierFile) -> OperandLimits:
+    """A tier file's `limits` (with their windowing) as OperandLimits."""
+    values = dict(tier.limits)
+    if values.get("windowing") is not None:
+        shape = checked(Windowing, values["windowing"], tier.path, "windowing")
+        if not set(shape.ops) <= set(WINDOWED_OPS):
+            raise ValueError(f"{tier.path}: windowing runs {', '.join(WINDOWED_OPS)} only (got {', '.join(shape.ops)})")
+        values["windowing"] = replace(shape, ops=tuple(shape.ops))
+    return checked(OperandLimits, values, tier.path, "limits")
+
+
+# What each tier takes, and how it runs past that: its file's `limits` (caef_bench/models/tiers/, where each
+# number says where it was measured).
+TIER_LIMITS = {name: _limits(tier) for name, tier in TIER_FILES.items()}
 
 
 def windowing(tier: str) -> Windowing | None:
@@ -184,12 +178,8 @@ def _refuse(tier: str, limits: OperandLimits, op: str, problem: str, expr: str) 
                           f"{expr if len(expr) <= 60 else expr[:28] + '…' + expr[-28:]}")
 
 
-# How each tier's adapters are trained (`caef-bench train`), for the message that names missing ones.
-TRAIN_ARGUMENTS = {
-    "tiny": "--preset tiny",
-    "smollm2-135m": "--preset smollm2 --base smollm2-135m",
-    "llama-3.1-8b": "--preset llama --base $CAEF_LLAMA_PATH",
-}
+# How each tier's adapters are trained (`caef-bench train`), for the message that names missing ones: its file's `train`.
+TRAIN_ARGUMENTS = {name: tier.train for name, tier in TIER_FILES.items()}
 
 
 def train_command(tier: str, folder: str | Path | None, adapters: Iterable[str]) -> str:

@@ -12,6 +12,9 @@ with <op> caef-bench's name (add, gt, ...) or the release's (addition,
 greater_than, ...; see caef_bench.models.official). Inside the peft model the
 adapters are named `executor_<op>`, `aligner_<op>`, `direct_<op>`: peft keys adapters by
 name in module dicts and save folders, where '.' and '/' would break.
+
+What each tier is (its base, adapters, dtype, position ids) is a file of caef_bench/models/tiers/;
+this module finds the base and adapters it names (`get_tier`).
 """
 
 from __future__ import annotations
@@ -23,20 +26,21 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from caef_bench.machines import EXECUTOR_OPS
 from caef_bench.models.names import KIND_OF_FOLDER, OPS_OF_KIND, adapter_name
 from caef_bench.models.official import adapter_layout_root, official_adapters, official_folder_names
+from caef_bench.models.tiers import TIER_FILES, TierFile
 from caef_bench.models.tiny import tier_info
-from caef_bench.paths import SMOLLM2_CHECKPOINTS, TINY_CHECKPOINTS
+from caef_bench.paths import DATA_ROOT, SMOLLM2_CHECKPOINTS, TINY_CHECKPOINTS
 
-LLAMA_HUB_ID = "meta-llama/Llama-3.1-8B"
-ENV_LLAMA_PATH = "CAEF_LLAMA_PATH"
+LLAMA_HUB_ID = TIER_FILES["llama-3.1-8b"].base["fallback"]  # the paper's base, where $CAEF_LLAMA_PATH names none
+ENV_LLAMA_PATH = TIER_FILES["llama-3.1-8b"].base["variable"]
 ADAPTER_CONFIG = "adapter_config.json"
 KINDS = ("executors", "aligners")  # folders CAEF runs on; "direct" (the LoRA-direct baseline) is loaded on request
-TRAIN_TINY_HINT = "run `caef-bench train --preset tiny` first"
 
 
 @dataclass(frozen=True)
@@ -78,36 +82,57 @@ def _kind_of_folder(folder: str) -> str:
 
 # ---------------------------------------------------------------- tiers
 
-def _tiny_tier(**overrides) -> Tier:
-    base = Path(overrides.pop("base", TINY_CHECKPOINTS / "base"))
-    adapters = overrides.pop("adapters", TINY_CHECKPOINTS)
-    if not (base / "config.json").is_file():
-        raise FileNotFoundError(f"the tiny tier has no trained base model at {base}: {TRAIN_TINY_HINT}")
-    settings = {"dtype": "float32", "position_scheme": position_scheme_of(base), **overrides}
-    return Tier("tiny", base, adapters, **settings)
+def _data_folder(relative: str) -> Path:
+    """A folder of the data root, as a tier file names it; the shipped tiers' through this module's
+    TINY_CHECKPOINTS and SMOLLM2_CHECKPOINTS (caef_bench.paths'), which a test may point elsewhere."""
+    shipped = {"checkpoints/tiny": TINY_CHECKPOINTS, "checkpoints/smollm2-135m": SMOLLM2_CHECKPOINTS}
+    parts = relative.split("/")
+    top = "/".join(parts[:2])
+    return shipped[top].joinpath(*parts[2:]) if top in shipped else DATA_ROOT / relative
 
 
-def _smollm2_tier(**overrides) -> Tier:
-    from caef_bench.models.smollm2 import converted_dir
-
-    base = overrides.pop("base", None) or converted_dir()  # converts the GGUF once, then reuses it
-    # adapters=None asks for the bare base; leaving it out asks for the shipped ones (checkpoints/smollm2-135m)
-    adapters = overrides.pop("adapters") if "adapters" in overrides else SMOLLM2_CHECKPOINTS
-    return Tier("smollm2-135m", base, adapters, **{"dtype": "float32", **overrides})
+def _built_here(name: str) -> bool:
+    """Whether the tier's base is built here, in base/ of its checkpoints (a file's base of kind shipped: tiny's)."""
+    return name in TIER_FILES and TIER_FILES[name].base["kind"] == "shipped"
 
 
-def _llama_tier(**overrides) -> Tier:
-    base = overrides.pop("base", None) or os.environ.get(ENV_LLAMA_PATH) or LLAMA_HUB_ID
-    # adapters=None asks for the bare base; leaving it out asks for the released adapters
-    adapters = overrides.pop("adapters") if "adapters" in overrides else official_adapters()
-    return Tier("llama-3.1-8b", base, adapters, **{"dtype": "bfloat16", **overrides})
+def train_hint(name: str) -> str:
+    """What to run before a tier built here has its base or adapters (its file's `train`)."""
+    return f"run `caef-bench train {TIER_FILES[name].train}` first"
 
 
-TIERS: dict[str, Callable[..., Tier]] = {
-    "tiny": _tiny_tier,
-    "smollm2-135m": _smollm2_tier,
-    "llama-3.1-8b": _llama_tier,
-}
+def _base(tier: TierFile, given: str | Path | None) -> str | Path:
+    """The tier's base: `given` (an override), else what its file's `base` names."""
+    if tier.base["kind"] == "shipped":
+        base = Path(given or _data_folder(tier.base["folder"]))
+        if not (base / "config.json").is_file():
+            raise FileNotFoundError(f"the {tier.name} tier has no trained base model at {base}: {train_hint(tier.name)}")
+        return base
+    if given:
+        return given
+    if tier.base["kind"] == "smollm2-gguf":
+        from caef_bench.models.smollm2 import converted_dir
+
+        return converted_dir()  # converts the GGUF once, then reuses it
+    return os.environ.get(tier.base["variable"]) or tier.base["fallback"]  # kind environment
+
+
+def _tier(name: str, **overrides) -> Tier:
+    """The tier of its file (caef_bench/models/tiers/NAME.yaml), its base and adapters found; overrides win."""
+    tier = TIER_FILES[name]
+    base = _base(tier, overrides.pop("base", None))
+    # adapters=None asks for the bare base; leaving it out asks for the tier's own (shipped, or the release)
+    if "adapters" in overrides:
+        adapters = overrides.pop("adapters")
+    else:
+        adapters = official_adapters() if tier.adapters["kind"] == "official" else _data_folder(tier.adapters["folder"])
+    scheme = tier.position_scheme
+    if scheme == "recorded" and "position_scheme" not in overrides:
+        scheme = position_scheme_of(base)
+    return Tier(name, base, adapters, **{"dtype": tier.dtype, "position_scheme": scheme, **overrides})
+
+
+TIERS: dict[str, Callable[..., Tier]] = {name: partial(_tier, name) for name in TIER_FILES}
 
 
 def get_tier(name: str, **overrides) -> Tier:
@@ -128,13 +153,13 @@ def tier_with_checkpoints(name: str, checkpoints: str | Path | None = None, **ov
     which it then runs on. Keyword overrides (as `get_tier`'s) win over both."""
     if checkpoints:
         overrides.setdefault("adapters", Path(checkpoints))
-        if name == "tiny" and "base" not in overrides and not (Path(checkpoints) / "base").exists():
-            shipped = TINY_CHECKPOINTS / "base"
+        if _built_here(name) and "base" not in overrides and not (Path(checkpoints) / "base").exists():
+            shipped = _data_folder(TIER_FILES[name].base["folder"])
             if not _all_trained_on(Path(checkpoints), shipped):  # a tier of its own, its base missing
-                raise FileNotFoundError(f"the tiny tier has no trained base model at {Path(checkpoints) / 'base'}, "
-                                        f"and not every adapter there names the shipped base: {TRAIN_TINY_HINT}")
+                raise FileNotFoundError(f"the {name} tier has no trained base model at {Path(checkpoints) / 'base'}, "
+                                        f"and not every adapter there names the shipped base: {train_hint(name)}")
             overrides["base"] = shipped
-        elif name == "tiny":
+        elif _built_here(name):
             overrides.setdefault("base", Path(checkpoints) / "base")
     return get_tier(name, **overrides)
 
@@ -345,8 +370,8 @@ def load(tier: str | Tier, ops: Iterable[str] | None = None, device: str = "cpu"
     try:
         model = load_adapters(model, tier.adapters, ops)
     except FileNotFoundError as error:
-        if tier.name == "tiny":
-            raise FileNotFoundError(f"{error}; {TRAIN_TINY_HINT}") from error
+        if _built_here(tier.name):
+            raise FileNotFoundError(f"{error}; {train_hint(tier.name)}") from error
         raise
     names = loaded_adapters(model)
     schemes = {name: scheme for name, scheme in adapter_schemes(tier.adapters).items()

@@ -57,7 +57,7 @@ class Preset:
     target_modules: str | tuple[str, ...] = "all-linear"
     adapter: str = "lora"  # "lora" (lora_r, lora_alpha on target_modules) or "full": every weight of the base trained
     # LoRA-direct adapters: how their problems are drawn (data.direct.DirectDraw: "protocol", "protocol:<digits>"),
-    # or "classes": uniform over the executors' length classes, as the direct adapters before issue 61 were
+    # or "classes": uniform over the executors' length classes, as checkpoints/tiny/direct/'s were drawn
     direct_draw: str = "protocol"
     # The tiny base's pre-training as phases (used unless base_steps, base_lr or curriculum_steps
     # are overridden, which make it one run of base_steps); its draws are uniform over the length

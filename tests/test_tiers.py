@@ -38,7 +38,7 @@ def test_each_file_holds_what_its_tier_was_in_python():
                                                                            ops=WINDOWED_OPS),
                               windowed_measured="results/long_operands.md",
                               needs="a base and adapters trained with longer fields of position ids "
-                                    "(`--position-scheme coupled-hints/1024`; docs/long-operands.md; measured past 100 "
+                                    "(`--set position_scheme=coupled-hints/1024`; docs/long-operands.md; measured past 100 "
                                     "digits in results/long_operands.md)"),
         "smollm2-135m": OperandLimits(max_digits=10, windowed_digits=100,
                                       windowing=Windowing(past=10, width=10, back=4, chunk=9),

@@ -175,7 +175,7 @@ def long_operands_markdown(document: dict) -> str:
         "### Next step", "",
         "Windowed execution covers add and the comparisons; sub needs windows of its composer's states (they "
         "hold REFLECTION's and LEFT_MASK's tapes and the add executor's halt whole), mul and div keep their ranges. "
-        "For the model itself to run whole long states: a tier with fields of 1,024 ids (`--position-scheme coupled-hints/1024`) trained with randomised "
+        "For the model itself to run whole long states: a tier with fields of 1,024 ids (`train --set position_scheme=coupled-hints/1024`) trained with randomised "
         "positions (`--position-offsets 896`: each training sample's ids but <s>'s and <sep>'s shifted by a "
         "random offset, so no cell is found by its distance from the segment's start), from operands of at most "
         "100 digits, index hints for the aligners as now; the base too, since the weights read the next field's "

@@ -65,12 +65,19 @@ class OperandLimits:
     def windowed_ops(self) -> tuple[str, ...]:
         return self.windowing.ops if self.windowing is not None else ()
 
+    @property
+    def windows(self) -> bool:
+        """Whether the tier runs any operator windowed past its whole states."""
+        return self.windowed_digits > self.max_digits
+
+    def runs_windowed(self, op: str) -> bool:
+        return self.windows and op in self.windowed_ops
+
     def longest(self, op: str) -> int:
         """The most digits an operand of `op` may have on this tier (mul's b and div's quotient are
         bounded by value; at most two digits)."""
         if op in LENGTH_OPS:
-            return self.windowed_digits if op in self.windowed_ops and self.windowed_digits > self.max_digits \
-                else self.max_digits
+            return self.windowed_digits if self.runs_windowed(op) else self.max_digits
         return self.small_digits + (len(str(self.small_factor)) if op == "div" else 0)
 
     def length_problem(self, op: str, longest: int) -> str | None:
@@ -78,8 +85,8 @@ class OperandLimits:
         limit = self.longest(op)
         if longest <= limit:
             return None
-        windowed = op in self.windowed_ops and self.windowed_digits > self.max_digits
-        return f"{op} operands of at most {limit} digits{' run a window at a time' if windowed else ''} (got {longest})"
+        how = " run a window at a time" if self.runs_windowed(op) else ""
+        return f"{op} operands of at most {limit} digits{how} (got {longest})"
 
     def problem(self, op: str, a: int, b: int) -> str | None:
         """What is out of range for `a op b`, or None when it is within the limits."""
@@ -126,7 +133,7 @@ def windowing(tier: str) -> Windowing | None:
     """How the tier runs ADD and the comparisons past its whole-state length (`runtime.windowed`), or
     None where it never does."""
     limits = TIER_LIMITS.get(tier, OperandLimits())
-    return limits.windowing if limits.windowed_digits > limits.max_digits else None
+    return limits.windowing if limits.windows else None
 
 
 def check_lengths(tier: str, text: str) -> None:
@@ -167,10 +174,9 @@ def check_within_tier(tier: str, expression: Expression) -> None:
 def _refuse(tier: str, limits: OperandLimits, op: str, problem: str, expr: str) -> None:
     why = limits.why
     needs = f"; longer operands need {limits.needs}" if limits.needs and op in LENGTH_OPS else ""
-    windows = limits.windowed_digits > limits.max_digits
-    if windows and op in limits.windowed_ops:  # past what windowed runs were measured to do
+    if limits.runs_windowed(op):  # past what windowed runs were measured to do
         why, needs = f"the longest windowed runs measured ({limits.windowed_measured})", ""
-    elif windows and op in LENGTH_OPS:
+    elif limits.windows and op in LENGTH_OPS:
         needs += (f" ({', '.join(limits.windowed_ops[:-1])} and {limits.windowed_ops[-1]} run a window at a time "
                   f"up to {limits.windowed_digits} digits; "
                   f"{op} does not yet)")

@@ -73,7 +73,7 @@ def test_the_committed_table1_recounts_from_its_records(name, system):
 
 def test_the_table_notes_which_cells_a_caef_tier_ran_windowed():
     results = {"caef-smollm2-135m": {"model": "caef", "tier": "smollm2-135m",
-                                     "cells": {"add_10": {}, "add_50": {}, "gt_100": {}, "mul_1_10": {}}},
+                                     "cells": {"add_10": {}, "add_50": {}, "gt_100": {}, "sub_50": {}, "mul_1_10": {}}},
                "caef-tiny": {"model": "caef", "tier": "tiny", "cells": {"add_100": {}, "gt_100": {}}},
                "lora-direct-smollm2-135m": {"model": "caef-direct", "tier": "smollm2-135m", "cells": {"add_50": {}}}}
     [note] = table1.windowed_notes(results)

@@ -256,15 +256,17 @@ def run_table1(systems: list[System], cells: list[str] | None = None, limit: int
 def windowed_notes(results: dict) -> list[str]:
     """For each CAEF tier's system, the cells it ran a window at a time (`runtime.windowed`: operands of ADD
     and the comparisons longer than its whole-state length) and how: the table says so beside the numbers."""
-    from caef_bench.models.limits import WINDOWED_OPS, windowing
+    from caef_bench.evaluate.onestep import cell_digits
+    from caef_bench.models.limits import windowing
 
     notes = []
     for name, result in results.items():
         shape = windowing(result["tier"]) if result.get("model") == "caef" and "tier" in result else None
         if shape is None:
             continue
-        cells = [cell for cell in result.get("cells", {}) if cell.split("_")[0] in WINDOWED_OPS
-                 and cell.split("_")[1].isdigit() and int(cell.split("_")[1]) > shape.past]
+        # the operators this tier runs windowed (its own list: SmolLM2 does not window sub)
+        cells = [cell for cell in result.get("cells", {})
+                 if cell.partition("_")[0] in shape.ops and cell_digits(cell) > shape.past]
         if cells:
             notes.append(f"**Windowed** (`{name}`): {', '.join(cells)} ran a window at a time (`runtime.windowed`): "
                          f"past {shape.past} digits each executor step sees {shape.width} cells of each tape, "

@@ -27,15 +27,15 @@ def _pick(cell: str, ids: list[str] | None = None, first: int = 0) -> list:
     return as_problems(chosen)
 
 
-# (cell, problems): the rep_lt_10_mixed pair answers wrongly (the shipped weights' committed records say
-# so) and rep_eq_100_p1-0002's aligner (I) output does not parse: the verify pass then hands those rows
+# (cell, problems): the repeated_lt_10_mixed pair answers wrongly (the shipped weights' committed records say
+# so) and repeated_eq_100_p1-0002's aligner (I) output does not parse: the verify pass then hands those rows
 # to the one-row decoder beside the batched rows of other cells.
 JOBS = {
     "add_5": dict(first=3),
     "sub_5": dict(first=2),  # a composer: its calls to reflection, add and left_mask at depth 1
     "gt_10": dict(first=2),
-    "rep_lt_10_mixed": dict(ids=["rep_lt_10_mixed-0098", "rep_lt_10_mixed-0185"], first=1),
-    "rep_eq_100_p1": dict(ids=["rep_eq_100_p1-0002"]),
+    "repeated_lt_10_mixed": dict(ids=["repeated_lt_10_mixed-0098", "repeated_lt_10_mixed-0185"], first=1),
+    "repeated_eq_100_p1": dict(ids=["repeated_eq_100_p1-0002"]),
 }
 
 
@@ -83,8 +83,8 @@ def test_cells_solved_together_write_the_records_of_cells_solved_one_at_a_time(m
         assert [r.id for r in records] == [p.id for p in problems] and resumed == 0
     outcomes = {r.outcome for cell in jobs for r in solved[cell][0]}
     assert {"answered", "unparseable"} <= outcomes
-    wrong = [r.id for r in solved["rep_lt_10_mixed"][0] if r.answer != r.target]
-    assert wrong == ["rep_lt_10_mixed-0098", "rep_lt_10_mixed-0185"]
+    wrong = [r.id for r in solved["repeated_lt_10_mixed"][0] if r.answer != r.target]
+    assert wrong == ["repeated_lt_10_mixed-0098", "repeated_lt_10_mixed-0185"]
 
 
 def test_a_second_call_reads_every_cell_from_its_records_and_solves_nothing(model, tmp_path):

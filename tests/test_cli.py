@@ -75,5 +75,5 @@ def test_machines_import_only_the_standard_library():
 
 def test_a_previous_report_that_is_not_there_is_refused_before_anything_runs(tmp_path):
     with pytest.raises(SystemExit, match="no such report"):
-        main(["run", "--suite", "repeated", "--systems", "caef-tiny", "--cells", "rep_add_10_p1", "--limit", "1",
+        main(["run", "--suite", "repeated", "--systems", "caef-tiny", "--cells", "repeated_add_10_p1", "--limit", "1",
               "--onestep-per-cell", "0", "--previous", str(tmp_path / "missing.json"), "--out", str(tmp_path)])

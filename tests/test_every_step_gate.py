@@ -27,12 +27,12 @@ def test_runs_of_finds_an_executors_runs_at_every_depth_of_the_calls():
 
 
 def test_every_step_of_every_run_is_asked_with_last_zero_and_only_the_tops_otherwise():
-    every = GATE.top_steps(["rep_gt_10_p1"], 3, 0, seed=1, executor="gt")
-    problems = GATE.held_out_problems("rep_gt_10_p1", 3, 1)
+    every = GATE.top_steps(["repeated_gt_10_p1"], 3, 0, seed=1, executor="gt")
+    problems = GATE.held_out_problems("repeated_gt_10_p1", 3, 1)
     expected = [step for p in problems for r in GATE.runs_of(run("gt", int(p["a"]), int(p["b"])), "gt")
                 for step in r.transitions()]
     assert [(inp, out) for _, _, inp, out in every] == expected
-    tops = GATE.top_steps(["rep_gt_10_p1"], 3, 2, seed=1, executor="gt")
+    tops = GATE.top_steps(["repeated_gt_10_p1"], 3, 2, seed=1, executor="gt")
     first_run = GATE.runs_of(run("gt", int(problems[0]["a"]), int(problems[0]["b"])), "gt")[0]
     assert len(tops) == 6
     assert [(inp, out) for _, _, inp, out in tops[:2]] == first_run.transitions()[-2:]

@@ -333,15 +333,15 @@ def test_run_reuses_the_steps_of_unchanged_adapters_from_an_earlier_run(trained,
 def test_the_repeated_suite_reuses_the_steps_of_unchanged_adapters_too(trained, tmp_path):
     from caef_bench.cli import main
 
-    common = ["run", "--suite", "repeated", "--systems", "caef-tiny", "--cells", "rep_add_10_p1", "--limit", "2",
+    common = ["run", "--suite", "repeated", "--systems", "caef-tiny", "--cells", "repeated_add_10_p1", "--limit", "2",
               "--onestep-per-cell", "0", "--out", str(tmp_path / "results")]
     assert main(common + ["--checkpoints", str(trained), "--records", str(tmp_path / "before")]) == 0
     copy = _with_executor_retrained(trained, tmp_path)
     assert main(common + ["--checkpoints", str(copy), "--records", str(tmp_path / "after"),
                           "--reuse-steps", str(tmp_path / "before")]) == 0
-    _, after = _reused_records(tmp_path, "caef_rep_add_10_p1.jsonl")
+    _, after = _reused_records(tmp_path, "caef_repeated_add_10_p1.jsonl")
     document = json.loads((tmp_path / "results" / "repeated.json").read_text())
-    result = document["systems"]["caef-tiny"]["cells"]["rep_add_10_p1"]
+    result = document["systems"]["caef-tiny"]["cells"]["repeated_add_10_p1"]
     aligner_calls = sum(s.adapter == "aligner_add" for r in after for s in r.steps)
     assert aligner_calls >= 2 and result["reused_calls"] == aligner_calls
     assert document["reuse_sources"][0]["folder"] == str(tmp_path / "before")

@@ -69,8 +69,8 @@ def test_a_dropped_cell_stays_named_until_a_run_solves_it_and_the_table_says_so(
 
 
 def test_a_repeated_digit_cell_calls_its_operators_adapters():
-    assert cell_adapters("rep_sub_100_p1") == cell_adapters("sub_100")
-    assert cell_adapters("rep_div_10_round") == cell_adapters("div_1_10")
+    assert cell_adapters("repeated_sub_100_p1") == cell_adapters("sub_100")
+    assert cell_adapters("repeated_div_10_round") == cell_adapters("div_1_10")
 
 
 def _records_folder(folder, weights, adapters, cells):
@@ -89,20 +89,20 @@ def test_records_are_carried_only_for_cells_whose_adapters_are_unchanged_and_say
     from caef_bench.runtime import load_records
     from caef_bench.runtime.reuse import read_weights
 
-    old = {name: "old" for cell in ("gt_5", "rep_gt_10_p1", "sub_5") for name in cell_adapters(cell)}
-    _records_folder(tmp_path / "old", "w0", old, {"gt_5": ["g1", "g2"], "rep_gt_10_p1": ["r1"], "sub_5": ["s1"]})
+    old = {name: "old" for cell in ("gt_5", "repeated_gt_10_p1", "sub_5") for name in cell_adapters(cell)}
+    _records_folder(tmp_path / "old", "w0", old, {"gt_5": ["g1", "g2"], "repeated_gt_10_p1": ["r1"], "sub_5": ["s1"]})
     now = {**old, "executor_add": "new"}  # sub calls ADD, gt does not
     new = tmp_path / "new"
     _records_folder(new, "w1", now, {"gt_5": ["g2"]})  # solved here already: kept as it is
     with pytest.raises(ValueError, match=r"sub_5 \(executor_add\)"):
         copy_records(tmp_path / "old", new, "w1", now, ["gt_5", "sub_5"])
     assert [r.id for r in load_records(new / "caef_gt_5.jsonl")] == ["g2"]  # a refusal writes nothing
-    assert copy_records(tmp_path / "old", new, "w1", now, ["gt_5", "rep_gt_10_p1"]) == {"gt_5": 1, "rep_gt_10_p1": 1}
+    assert copy_records(tmp_path / "old", new, "w1", now, ["gt_5", "repeated_gt_10_p1"]) == {"gt_5": 1, "repeated_gt_10_p1": 1}
     records = load_records(new / "caef_gt_5.jsonl")
     assert [(r.id, r.carried_from) for r in records] == [("g2", None), ("g1", "w0")]
     assert carried_counts(records) == {"w0": 1}
     assert read_weights(new)["reused_from"][-1] == {"folder": str(tmp_path / "old"), "weights": "w0",
-                                                    "records_of": ["gt_5", "rep_gt_10_p1"]}
+                                                    "records_of": ["gt_5", "repeated_gt_10_p1"]}
     # carried again: nothing new, and a folder of other weights is refused
     assert copy_records(tmp_path / "old", new, "w1", now, ["gt_5"]) == {"gt_5": 0}
     with pytest.raises(ValueError, match="must not be mixed"):

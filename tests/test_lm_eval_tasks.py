@@ -78,12 +78,12 @@ def test_docs_are_the_committed_cells(loaded):
             assert {key: docs[0][key] for key in committed[0]} == committed[0]
 
 
-@pytest.mark.parametrize("cell", [*table1_cells(), "rep_add_100_p2", "rep_eq_10_control", "sub_1000", "eq_500",
+@pytest.mark.parametrize("cell", [*table1_cells(), "repeated_add_100_p2", "repeated_eq_10_control", "sub_1000", "eq_500",
                                   *long_muldiv_cells()])
 def test_prompts_are_the_protocols(loaded, cell):
     _, result = loaded
     protocol = load_protocol()
-    kind = "comparison" if cell.removeprefix("rep_").split("_")[0] in ("gt", "lt", "eq") else "arithmetic"
+    kind = "comparison" if cell.removeprefix("repeated_").split("_")[0] in ("gt", "lt", "eq") else "arithmetic"
     expected = {
         f"caef_{cell}": "{expr}",
         f"caef_{cell}_direct": protocol["lora_direct"][kind],

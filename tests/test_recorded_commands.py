@@ -119,7 +119,7 @@ def test_a_recorded_command_parses(args, line, request):
 @pytest.mark.parametrize("line, suite", [
     ("run --suite table2 --limit 5", "table2"),
     ("run --limit 5 --suite=caef --device cpu", "caef"),
-    ("run repeated --cells rep_add_10_p1", "repeated"),
+    ("run repeated --cells repeated_add_10_p1", "repeated"),
 ])
 def test_suite_as_an_option_and_as_a_subcommand_parse_alike(line, suite):
     from caef_bench.cli import build_parser

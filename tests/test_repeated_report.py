@@ -13,19 +13,19 @@ from caef_bench.report.repeated import comparison, findings, opening, repeated_m
 
 
 def test_cells_by_name_and_pattern():
-    assert select_cells("rep_add_10_p1") == ["rep_add_10_p1"]
-    assert select_cells("rep_gt_*_control") == ["rep_gt_10_control", "rep_gt_50_control", "rep_gt_100_control"]
+    assert select_cells("repeated_add_10_p1") == ["repeated_add_10_p1"]
+    assert select_cells("repeated_gt_*_control") == ["repeated_gt_10_control", "repeated_gt_50_control", "repeated_gt_100_control"]
     # 5 operators x 3 lengths x 6 patterns, and mul and div at 10 digits x 6 patterns
     assert len(select_cells(None)) == 5 * 3 * 6 + 2 * 6
     with pytest.raises(ValueError, match="no repeated-digit cell matches"):
         select_cells("add_10")
-    assert cell_parts("rep_sub_100_mixed") == ("sub", 100, "mixed")
-    assert control_of("rep_sub_100_mixed") == "rep_sub_100_control"
+    assert cell_parts("repeated_sub_100_mixed") == ("sub", 100, "mixed")
+    assert control_of("repeated_sub_100_mixed") == "repeated_sub_100_control"
 
 
 def test_each_cell_stresses_the_adapters_its_problems_call():
-    assert onestep_adapters("rep_add_50_p2") == [("executor", "add"), ("aligner", "add")]
-    assert onestep_adapters("rep_sub_10_control") == [("executor", "sub"), ("executor", "reflection"),
+    assert onestep_adapters("repeated_add_50_p2") == [("executor", "add"), ("aligner", "add")]
+    assert onestep_adapters("repeated_sub_10_control") == [("executor", "sub"), ("executor", "reflection"),
                                                       ("executor", "left_mask"), ("aligner", "sub")]
 
 
@@ -36,11 +36,11 @@ def _failure(what, where="aligner (I)"):
 
 def _results(pattern_errors: int, control_errors: int, n: int = 40) -> dict:
     cells = {}
-    for cell, errors in (("rep_add_10_p1", pattern_errors), ("rep_add_10_control", control_errors)):
+    for cell, errors in (("repeated_add_10_p1", pattern_errors), ("repeated_add_10_control", control_errors)):
         cells[cell] = {"n": n, "answer_errors": errors, "trace_errors": errors, "resumed": 0,
                        "failures": [_failure("missing_repetition" if "p1" in cell else "wrong_digit")] * errors}
-    onestep = {"executor_add": {"rep_add_10_p1": {"n": 20, "correct": 20, "errors": 0, "failures": []},
-                                "rep_add_10_control": {"n": 20, "correct": 20, "errors": 0, "failures": []}}}
+    onestep = {"executor_add": {"repeated_add_10_p1": {"n": 20, "correct": 20, "errors": 0, "failures": []},
+                                "repeated_add_10_control": {"n": 20, "correct": 20, "errors": 0, "failures": []}}}
     return {"command": "caef-bench run --suite repeated", "tier": "tiny", "checkpoints": None, "weights": "abc",
             "records": "work/records/tiny-abc", "seed": 0, "onestep_per_cell": 20, "seconds": 1.0,
             "cells": list(cells), "onestep": onestep,
@@ -72,7 +72,7 @@ def test_findings_count_the_runs_whose_steps_were_cut_where_the_records_say():
     results = _results(30, 2)
     assert "cut there by the runtime" not in findings(results)[0]  # records from before the cut say nothing
     cells = results["systems"]["caef-tiny"]["cells"]
-    cells["rep_add_10_p1"]["runs_with_cut_steps"], cells["rep_add_10_control"]["runs_with_cut_steps"] = 3, 1
+    cells["repeated_add_10_p1"]["runs_with_cut_steps"], cells["repeated_add_10_control"]["runs_with_cut_steps"] = 3, 1
     assert "cut there by the runtime as a stop string would: 4 of 80." in findings(results)[0]
 
 
@@ -82,7 +82,7 @@ def test_findings_tell_runs_that_left_the_machine_but_answered_right_from_wrong_
     results = _results(3, 0)
     cells = results["systems"]["caef-tiny"]["cells"]
     assert "not answered right, " not in findings(results)[0]
-    cells["rep_add_10_p1"]["failures"] = ([{**_failure("wrong_digit"), "answer_correct": False}] * 3
+    cells["repeated_add_10_p1"]["failures"] = ([{**_failure("wrong_digit"), "answer_correct": False}] * 3
                                           + [{**_failure("wrong_digit"), "answer_correct": True}] * 2)
     line = findings(results)[0]
     assert ("Of the 5 failures on repeated digits (3 not answered right, 2 with a step unlike the machine's "
@@ -129,10 +129,10 @@ def _drop_one_cell_of_a_run(prompt: str, output: str) -> str:
 def test_the_report_files_follow_the_records(tmp_path):
     """CAEF's runs (the oracle, its aligner (I) miscopying the first 4 period-1 problems), through their records
     to the report: the counts and classes are the records', not numbers written here."""
-    miscopied = {row["expr"] for row in load_cell("rep_add_10_p1")[:4]}
+    miscopied = {row["expr"] for row in load_cell("repeated_add_10_p1")[:4]}
     model = BrokenModel(_drop_one_cell_of_a_run, lambda adapter, prompt: adapter == "aligner_add" and prompt in miscopied)
-    cells = run_caef_repeated(model, ["rep_add_10_p1", "rep_add_10_control"], 4, tmp_path / "records")
-    assert len((tmp_path / "records" / "caef_rep_add_10_p1.jsonl").read_text().splitlines()) == 4
+    cells = run_caef_repeated(model, ["repeated_add_10_p1", "repeated_add_10_control"], 4, tmp_path / "records")
+    assert len((tmp_path / "records" / "caef_repeated_add_10_p1.jsonl").read_text().splitlines()) == 4
     results = _results(0, 0)
     results["systems"]["caef-tiny"].update(limit=4, cells=cells)
     paths = write_repeated(results, tmp_path)
@@ -143,33 +143,33 @@ def test_the_report_files_follow_the_records(tmp_path):
     assert "**missing_repetition**" in markdown and "**wrong_digit**" not in markdown
     written = json.loads(paths[1].read_text())["systems"]["caef-tiny"]["cells"]
     assert {cell: (r["n"], r["answer_errors"], r["trace_errors"]) for cell, r in written.items()} == {
-        "rep_add_10_p1": (4, 4, 4), "rep_add_10_control": (4, 0, 0)}
-    assert [(f["where"], f["what"]) for f in written["rep_add_10_p1"]["failures"]] == [
+        "repeated_add_10_p1": (4, 4, 4), "repeated_add_10_control": (4, 0, 0)}
+    assert [(f["where"], f["what"]) for f in written["repeated_add_10_p1"]["failures"]] == [
         ("aligner (I)", "missing_repetition")] * 4
     assert paths[2].read_bytes()[:4] == b"\x89PNG" and paths[2].stat().st_size > 10_000  # the figure
 
 
 def test_a_per_cell_n_solves_each_cell_to_its_own_n_and_the_report_says_which(tmp_path):
-    """--limits caef-tiny=2,caef-tiny@rep_add_10_p*=5: the issue's 200 at 10 digits beside 50 elsewhere."""
+    """--limits caef-tiny=2,caef-tiny@repeated_add_10_p*=5: the issue's 200 at 10 digits beside 50 elsewhere."""
     from caef_bench.evaluate.systems import load_systems, system_limits
 
     systems = load_systems()
-    limits = system_limits("caef-tiny=2,caef-tiny@rep_add_10_p*=5", systems)
+    limits = system_limits("caef-tiny=2,caef-tiny@repeated_add_10_p*=5", systems)
     caef = systems["caef-tiny"]
-    assert [caef.problems_per_cell(None, limits, cell) for cell in ("rep_add_10_p1", "rep_add_10_control")] == [5, 2]
-    assert caef.problems_per_cell(None, limits) == 2 and caef.cell_limits(limits) == {"rep_add_10_p*": 5}
+    assert [caef.problems_per_cell(None, limits, cell) for cell in ("repeated_add_10_p1", "repeated_add_10_control")] == [5, 2]
+    assert caef.problems_per_cell(None, limits) == 2 and caef.cell_limits(limits) == {"repeated_add_10_p*": 5}
     with pytest.raises(ValueError, match="per-cell N is for CAEF traced"):  # lm-eval takes one --limit a call
-        systems["lora-direct-tiny"].lm_eval_limit(None, system_limits("lora-direct-tiny@rep_add_*=3", systems))
+        systems["lora-direct-tiny"].lm_eval_limit(None, system_limits("lora-direct-tiny@repeated_add_*=3", systems))
     with pytest.raises(ValueError, match="SYSTEM@CELL_PATTERN=N"):
         system_limits("caef-tiny@=3", systems)
 
     oracle = BrokenModel(lambda prompt, output: output, lambda adapter, prompt: False)
-    cells = run_caef_repeated(oracle, ["rep_add_10_p1", "rep_add_10_control"],
+    cells = run_caef_repeated(oracle, ["repeated_add_10_p1", "repeated_add_10_control"],
                               lambda cell: caef.problems_per_cell(None, limits, cell), tmp_path / "records")
-    assert {cell: r["n"] for cell, r in cells.items()} == {"rep_add_10_p1": 5, "rep_add_10_control": 2}
+    assert {cell: r["n"] for cell, r in cells.items()} == {"repeated_add_10_p1": 5, "repeated_add_10_control": 2}
     results = _results(0, 0)
     results["systems"]["caef-tiny"].update(limit=2, cells=cells, cell_limits=caef.cell_limits(limits))
-    assert "`caef-tiny` 2 per cell (5 on rep_add_10_p*, 1 cell)" in repeated_markdown(results)
+    assert "`caef-tiny` 2 per cell (5 on repeated_add_10_p*, 1 cell)" in repeated_markdown(results)
 
 
 def test_small_error_rates_keep_the_decimals_their_interval_needs():
@@ -197,10 +197,10 @@ def test_the_opening_calls_baselines_mostly_wrong_only_when_they_are():
 
 def test_findings_split_caefs_misses_into_wrong_answers_and_none():
     results = _results(5, 2)
-    results["systems"]["caef-tiny"]["cells"]["rep_add_10_p1"]["outcomes"] = {
+    results["systems"]["caef-tiny"]["cells"]["repeated_add_10_p1"]["outcomes"] = {
         "ok": 35, "wrong_answer": 1, "misaligned": 3, "unparseable": 1}
-    results["systems"]["caef-tiny"]["cells"]["rep_add_10_control"]["outcomes"] = {"ok": 38, "wrong_answer": 2}
+    results["systems"]["caef-tiny"]["cells"]["repeated_add_10_control"]["outcomes"] = {"ok": 38, "wrong_answer": 2}
     assert "Of the 5 not answered right, 1 got a wrong answer and 4 none (misaligned 3, unparseable 1)." in \
         findings(results)[0]
-    results["systems"]["caef-tiny"]["cells"]["rep_add_10_p1"]["outcomes"] = {"ok": 40}
+    results["systems"]["caef-tiny"]["cells"]["repeated_add_10_p1"]["outcomes"] = {"ok": 40}
     assert "not answered right" not in findings(results)[0]

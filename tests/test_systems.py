@@ -73,7 +73,7 @@ def test_every_system_has_a_task_for_every_repeated_cell_in_its_own_prompt_style
             path = TASKS_DIR / folders[system.tasks] / f"{task}.yaml"
             assert path.is_file(), (system.name, cell, path)
             assert f"task: {task}\n" in path.read_text() and f"cell: {cell}\n" in path.read_text()
-    assert load_systems()["smollm2-135m-instruct"].task("rep_sub_50_p3") == "caef_rep_sub_50_p3_chat"
+    assert load_systems()["smollm2-135m-instruct"].task("repeated_sub_50_p3") == "caef_repeated_sub_50_p3_chat"
 
 
 def test_a_malformed_system_file_is_refused_with_its_path(tmp_path):

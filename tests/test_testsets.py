@@ -48,8 +48,8 @@ def test_cell_names():
     ] + ["mul_1_10", "div_1_10"]
     # five operators x three lengths x six patterns, and mul and div at 10 digits x six patterns
     assert len(repeated_cells()) == 5 * 3 * 6 + 2 * 6
-    assert "rep_add_50_p1" in repeated_cells() and "rep_eq_100_control" in repeated_cells()
-    assert "rep_sub_100_round" in repeated_cells() and "rep_div_10_round" in repeated_cells()
+    assert "repeated_add_50_p1" in repeated_cells() and "repeated_eq_100_control" in repeated_cells()
+    assert "repeated_sub_100_round" in repeated_cells() and "repeated_div_10_round" in repeated_cells()
 
 
 def test_committed_files_match_their_manifest():
@@ -240,13 +240,13 @@ def test_repeated_cell_has_the_claimed_structure(cells, cell):
 
 def test_pure_periods_are_minimal(cells):
     """p2/p3 runs are not a shorter period in disguise (no 4444 in a p2 cell)."""
-    for cell in ("rep_add_50_p2", "rep_add_50_p3"):
+    for cell in ("repeated_add_50_p2", "repeated_add_50_p3"):
         for record in cells[cell]:
             for x in (record["a"], record["b"]):
                 assert len(set(x[1:])) > 1
 
 
 def test_period_1_cells_include_nines_and_zero_runs(cells):
-    runs = {x[1:] for r in cells["rep_sub_50_p1"] for x in (r["a"], r["b"])}
+    runs = {x[1:] for r in cells["repeated_sub_50_p1"] for x in (r["a"], r["b"])}
     assert "9" * 49 in runs and "0" * 49 in runs
-    assert any(r["a"] == "9" * 50 or r["b"] == "9" * 50 for r in cells["rep_add_50_p1"] + cells["rep_sub_50_p1"])
+    assert any(r["a"] == "9" * 50 or r["b"] == "9" * 50 for r in cells["repeated_add_50_p1"] + cells["repeated_sub_50_p1"])

@@ -15,7 +15,7 @@ def register(commands) -> None:
              "weights' records folder (a rerun would write the same records)")
     copy.add_argument("--from", dest="source", required=True, help="the other weights' records folder "
                                                                    "(work/records/<tier>-<weights>/)")
-    copy.add_argument("--cells", required=True, help="comma-separated cells or shell patterns ('gt_*,rep_eq_*'); "
+    copy.add_argument("--cells", required=True, help="comma-separated cells or shell patterns ('gt_*,repeated_eq_*'); "
                                                      "a cell calling a changed adapter is refused")
     tier_arguments(copy)
     records_argument(copy)

@@ -59,10 +59,10 @@ def _systems_options(suite: argparse.ArgumentParser, name: str) -> None:
     suite.add_argument("--limits", metavar="SYSTEM=N,...",
                        help="problems per cell for named systems (the others: --limit, else the system's own), e.g. "
                             "caef-tiny=200 read from the caef suite's records"
-                            + ("; SYSTEM@PATTERN=N for CAEF on the cells a pattern matches (caef-tiny@rep_*_10_*=200)"
+                            + ("; SYSTEM@PATTERN=N for CAEF on the cells a pattern matches (caef-tiny@repeated_*_10_*=200)"
                                if name == "repeated" else ""))
     suite.add_argument("--cells-of", action="append", metavar="SYSTEM=PATTERN",
-                       help="run this system on these of the cells only (e.g. a slow chat model on 'rep_*_10_*'); "
+                       help="run this system on these of the cells only (e.g. a slow chat model on 'repeated_*_10_*'); "
                             "may be given again for another system")
 
 
@@ -96,8 +96,8 @@ def _caef_options(suite: argparse.ArgumentParser, name: str) -> None:
 
 
 def _repeated_options(suite: argparse.ArgumentParser, name: str) -> None:
-    _common_options(suite, "test cells (default: all 102 rep_<op>_<n>_<pattern> cells; shell patterns such as "
-                           "'rep_add_*' allowed)")
+    _common_options(suite, "test cells (default: all 102 repeated_<op>_<n>_<pattern> cells; shell patterns such as "
+                           "'repeated_add_*' allowed)")
     _systems_options(suite, name)
     _solver_options(suite)
     suite.add_argument("--onestep-per-cell", type=int, default=20,

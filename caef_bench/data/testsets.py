@@ -25,11 +25,11 @@ Long multiplication and division cells (docs/long-mul-div.md's schoolbook machin
   protocol's ``a*b=`` and ``a//b=``, sizes in ``LONG_MULDIV_SIZES``.
 
 Repeated-digit cells (the paper only describes these; 200 problems each):
-  ``rep_<op>_<n>_<pattern>`` for op in add, sub, gt, lt, eq, n in 10, 50, 100
+  ``repeated_<op>_<n>_<pattern>`` for op in add, sub, gt, lt, eq, n in 10, 50, 100
   and pattern in p1, p2, p3 (operands periodic with that period), mixed (a
   periodic prefix then a random tail), round (round numbers: 10^k, 10^k - 1,
   d*10^j, 10^k +- a small number; ``data.structured.round_number``) and control
-  (random digits); and ``rep_mul_10_<pattern>``, ``rep_div_10_<pattern>``: mul's a,
+  (random digits); and ``repeated_mul_10_<pattern>``, ``repeated_div_10_<pattern>``: mul's a,
   div's divisor of 10 digits in that pattern, b (the quotient) in [1, 15], div's
   remainder 0, the divisor - 1 or random, a third each (``99999999990//9999999999=``
   kinds; control: random digits, random remainder). Each record
@@ -124,6 +124,9 @@ class CellSpec:
     size: int
     suite: str = "table1"  # "table1", "repeated", "long" or "long_muldiv"
     b_digits: int | None = None  # b's length in the long mul/div cells (b differs from a there)
+    # The random stream a cell draws from, when it is not the cell's name: the repeated-digit cells keep the
+    # streams they were published with (`rep_<op>_<n>_<pattern>`), so naming them `repeated_…` changed no problem.
+    stream: str | None = None
 
 
 def _cell_specs() -> dict[str, CellSpec]:
@@ -136,11 +139,13 @@ def _cell_specs() -> dict[str, CellSpec]:
     for op in LENGTH_OPS:
         for n in REPEATED_LENGTHS:
             for pattern in PATTERNS:
-                specs[f"rep_{op}_{n}_{pattern}"] = CellSpec(op, n, pattern, REPEATED_SIZE, "repeated")
+                specs[f"repeated_{op}_{n}_{pattern}"] = CellSpec(op, n, pattern, REPEATED_SIZE, "repeated",
+                                                                 stream=f"rep_{op}_{n}_{pattern}")
     for op in REPEATED_SMALL_OPS:
         for pattern in PATTERNS:
-            specs[f"rep_{op}_{REPEATED_SMALL_DIGITS}_{pattern}"] = CellSpec(op, REPEATED_SMALL_DIGITS, pattern,
-                                                                            REPEATED_SIZE, "repeated")
+            specs[f"repeated_{op}_{REPEATED_SMALL_DIGITS}_{pattern}"] = CellSpec(
+                op, REPEATED_SMALL_DIGITS, pattern, REPEATED_SIZE, "repeated",
+                stream=f"rep_{op}_{REPEATED_SMALL_DIGITS}_{pattern}")
     for op in LENGTH_OPS:
         for n, size in LONG_SIZES.items():
             specs[f"{op}_{n}"] = CellSpec(op, n, None, size, "long")
@@ -372,7 +377,7 @@ def generate_cell(name: str, seed: int = DEFAULT_SEED) -> list[dict]:
     if name not in CELLS:
         raise ValueError(f"unknown test-set cell {name!r}; known cells: {', '.join(CELLS)}")
     spec = CELLS[name]
-    rng = named_rng(seed, name)
+    rng = named_rng(seed, spec.stream or name)
     if spec.pattern is not None:
         return _repeated_records(name, spec, rng)
     return [_record(name, i, spec.op, a, b) for i, (a, b) in enumerate(_table1_pairs(spec, rng))]

@@ -79,7 +79,7 @@ def cells_for(op: str, kind: str = "executor", structured: bool = False) -> list
 
 
 def repeated_cells_for(op: str) -> list[str]:
-    """The repeated-digit family: the rep_<op>_<n>_<pattern> cells whose problems call this
+    """The repeated-digit family: the repeated_<op>_<n>_<pattern> cells whose problems call this
     adapter (REFLECTION's and LEFT_MASK's are SUB's), controls included. executor_cases and aligner_cases
     draw from them as from Table 1's cells."""
     source = "sub" if op in SUB_CALLEES else op

@@ -1,6 +1,6 @@
 """The repeated-digit suite behind `caef-bench run --suite repeated`.
 
-Three measurements on the repeated-digit test sets (`rep_<op>_<n>_<p1|p2|p3|mixed|control>`):
+Three measurements on the repeated-digit test sets (`repeated_<op>_<n>_<p1|p2|p3|mixed|control>`):
 - CAEF end to end, traced, through the runtime (`suites.run_caef`: one records file per cell under
   the weights' records folder, so a rerun resumes and a larger --limit solves only the new problems);
   each failed run is classified at its first divergence (`failures.classify_record`).
@@ -36,20 +36,20 @@ STYLE_OF_GROUP = {"caef_table1": "bare", "caef_table1_direct": "direct", "caef_t
 
 
 def select_cells(patterns: str | None) -> list[str]:
-    """Repeated-digit cells by name or shell pattern ('rep_add_*,rep_gt_10_p1'); all 102 by default."""
+    """Repeated-digit cells by name or shell pattern ('repeated_add_*,repeated_gt_10_p1'); all 102 by default."""
     every = repeated_cells()
     return match_cells(patterns, every, "repeated-digit") if patterns else every
 
 
 def cell_parts(cell: str) -> tuple[str, int, str]:
-    """'rep_add_10_p1' -> ('add', 10, 'p1')."""
+    """'repeated_add_10_p1' -> ('add', 10, 'p1')."""
     _, op, n, pattern = cell.split("_")
     return op, int(n), pattern
 
 
 def control_of(cell: str) -> str:
     op, n, _ = cell_parts(cell)
-    return f"rep_{op}_{n}_{CONTROL}"
+    return f"repeated_{op}_{n}_{CONTROL}"
 
 
 # --------------------------------------------------------------------------- CAEF end to end

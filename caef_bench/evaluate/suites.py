@@ -334,7 +334,7 @@ def run_suite(model, request: SuiteRequest, out: Path, progress=None, say=print)
 def cell_adapters(cell: str) -> set[str]:
     """Every adapter a run of the cell's problems calls: its aligner, its executor and the executors
     its composer calls (sub_100: aligner_sub, executor_sub, executor_reflection, executor_add, ...);
-    a repeated-digit cell's (rep_sub_100_p1) are its operator's."""
+    a repeated-digit cell's (repeated_sub_100_p1) are its operator's."""
     return set(operator_adapters(CELLS[cell].op))
 
 

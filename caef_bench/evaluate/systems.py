@@ -57,7 +57,7 @@ class System:
     def task(self, cell: str) -> str:
         """The lm-eval task of one test cell in this system's prompt style: add_100 -> caef_add_100_chat; a
         repeated-digit cell goes to the same style's repeated group (caef_repeated, caef_repeated_direct,
-        caef_repeated_chat): rep_add_10_p1 -> caef_rep_add_10_p1_chat."""
+        caef_repeated_chat): repeated_add_10_p1 -> caef_repeated_add_10_p1_chat."""
         return f"caef_{cell}{TASK_GROUPS[self.tasks]}"
 
     def unavailable(self, cells: list[str] | None = None) -> str | None:
@@ -222,7 +222,7 @@ def cells_of(items: list[str] | None, systems, cells: list[str], select_cells) -
 
 
 def system_limits(text: str | None, known) -> dict[str, int]:
-    """--limits 'caef-tiny=10,lora-direct-tiny=50,caef-tiny@rep_*_10_*=200' -> {name or name@pattern: N}."""
+    """--limits 'caef-tiny=10,lora-direct-tiny=50,caef-tiny@repeated_*_10_*=200' -> {name or name@pattern: N}."""
     limits = {}
     for item in (i for i in (text or "").split(",") if i):
         key, equals, value = item.partition("=")

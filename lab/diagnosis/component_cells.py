@@ -1,8 +1,8 @@
 """One step at a time on any cells, the repeated-digit and structured ones included
 (docs/structured-operands.md): the gate an adapter passes before a long end-to-end evaluation.
 
-    python lab/diagnosis/component_cells.py --checkpoints DIR --cells 'rep_sub_100_*,sub_100' [--per-cell 50]
-    python lab/diagnosis/component_cells.py --kind executor --op sub --cells 'struct_100,rep_sub_100_p1'
+    python lab/diagnosis/component_cells.py --checkpoints DIR --cells 'repeated_sub_100_*,sub_100' [--per-cell 50]
+    python lab/diagnosis/component_cells.py --kind executor --op sub --cells 'struct_100,repeated_sub_100_p1'
 
 Aligners: the first problems of a seeded sample converted both ways (expression -> start state, halt
 state -> expression with its answer; `evaluate.onestep.aligner_cases`), exact conversions of (I) and

@@ -1,8 +1,8 @@
 """Where executor_add's step text goes wrong on long runs, and what its heads attend there (docs/structured-operands.md).
 
-    python lab/diagnosis/executor_attention.py scan --checkpoints DIR --cells rep_add_100_p1,add_100 [--problems 4]
-    python lab/diagnosis/executor_attention.py attend --checkpoints DIR --cell rep_add_100_p1 --problem 1 --step 1
-    python lab/diagnosis/executor_attention.py mass --checkpoints DIR --cells rep_add_100_p1,add_100 --problems 2
+    python lab/diagnosis/executor_attention.py scan --checkpoints DIR --cells repeated_add_100_p1,add_100 [--problems 4]
+    python lab/diagnosis/executor_attention.py attend --checkpoints DIR --cell repeated_add_100_p1 --problem 1 --step 1
+    python lab/diagnosis/executor_attention.py mass --checkpoints DIR --cells repeated_add_100_p1,add_100 --problems 2
 
 Teacher-forced: every step of every ADD run of held-out problems (`long_sum_tops.top_steps`, the same
 draw), the machine's own text fed in, one forward pass a step. A step's first mispredicted token is
@@ -123,9 +123,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("mode", choices=("scan", "attend", "mass"))
     parser.add_argument("--checkpoints", default="checkpoints/tiny")
-    parser.add_argument("--cells", default="rep_add_100_p1,add_100", help="scan, mass: comma-separated add and sub cells")
+    parser.add_argument("--cells", default="repeated_add_100_p1,add_100", help="scan, mass: comma-separated add and sub cells")
     parser.add_argument("--problems", type=int, default=4, help="scan, mass: held-out problems per cell")
-    parser.add_argument("--cell", default="rep_add_100_p1", help="attend: the cell")
+    parser.add_argument("--cell", default="repeated_add_100_p1", help="attend: the cell")
     parser.add_argument("--problem", type=int, default=1, help="attend: the held-out problem's number (from 1)")
     parser.add_argument("--step", type=int, default=1, help="attend, mass: the step of the first ADD run")
     parser.add_argument("--seed", type=int, default=1, help="the draw of the held-out problems (long_sum_tops)")

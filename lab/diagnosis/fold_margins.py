@@ -24,8 +24,8 @@ from caef_bench.runtime.hf import load_step_model
 
 # runs the shipped weights get wrong (their committed records): a comparison decided wrongly, an aligner
 # (I) output that does not parse, a multiplication answered wrongly
-KNOWN_WRONG = {"rep_lt_10_mixed": ["rep_lt_10_mixed-0098", "rep_lt_10_mixed-0185"],
-               "rep_eq_100_p1": ["rep_eq_100_p1-0002"], "mul_1_10": ["mul_1_10-0082"]}
+KNOWN_WRONG = {"repeated_lt_10_mixed": ["repeated_lt_10_mixed-0098", "repeated_lt_10_mixed-0185"],
+               "repeated_eq_100_p1": ["repeated_eq_100_p1-0002"], "mul_1_10": ["mul_1_10-0082"]}
 
 
 def main() -> None:

@@ -4,8 +4,8 @@
     python lab/diagnosis/long_sum_tops.py --checkpoints A --from-test-sets
     python lab/diagnosis/long_sum_tops.py --checkpoints A --executor add --cells mul_1_10 --last 0 \
         --from-test-sets --ids mul_1_10-0063,mul_1_10-0084
-    python lab/diagnosis/long_sum_tops.py --checkpoints A --cells rep_add_100_p1,rep_sub_100_p1 --last 0
-    python lab/diagnosis/long_sum_tops.py --checkpoints A --executor gt --cells rep_gt_100_p1,gt_100 --last 0
+    python lab/diagnosis/long_sum_tops.py --checkpoints A --cells repeated_add_100_p1,repeated_sub_100_p1 --last 0
+    python lab/diagnosis/long_sum_tops.py --checkpoints A --executor gt --cells repeated_gt_100_p1,gt_100 --last 0
 
 For --problems additions and subtractions of two random 100-digit operands, the last --last
 transitions of every ADD run (the addition's own; the subtraction's calls of ADD), each asked of the
@@ -21,7 +21,7 @@ of that executor's adapter.
 The problems are the cells' own generator drawn with --seed instead of the test sets' seed
 (`data.testsets.generate_cell`), less any problem of the test set: a candidate chosen by this gate is
 not chosen on the problems the tables score it on. --cells (default add_100,sub_100) takes any cell
-whose problems run the executor, the repeated-digit ones included (`rep_add_100_p1`: runs of one
+whose problems run the executor, the repeated-digit ones included (`repeated_add_100_p1`: runs of one
 digit); --last 0 asks every step of every run, where a structured run breaks mid-field.
 --from-test-sets asks the first --problems of the cells' test sets instead (--ids: the problems named),
 to explain an evaluation's failures (round 2f's: exactly its end-to-end failures).

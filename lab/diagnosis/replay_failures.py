@@ -4,7 +4,7 @@ whole problem solved again, traced. A candidate that mends a step may break anot
 candidates; it is no evaluation (that is the whole cell, `caef-bench run`).
 
     python lab/diagnosis/replay_failures.py work/records/tiny-<weights> --checkpoints A,B
-        [--cells 'rep_sub_*'] [--end-to-end DIR]
+        [--cells 'repeated_sub_*'] [--end-to-end DIR]
 
 Records of an accelerator call (records.tgz, step texts dropped) are enough: each failed record keeps its
 expression and its first divergence.

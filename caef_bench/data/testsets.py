@@ -14,8 +14,8 @@ Table 1 cells (1000 problems each):
 
 Long cells (beyond the paper's 100 digits):
   ``<op>_<n>`` for op in add, sub, gt, lt, eq and n in 200, 500, 1000, drawn exactly as
-  Table 1's length cells are (equal lengths, sub a >= b, eq half equal pairs), with fewer
-  problems as a problem's tokens grow with n (``LONG_SIZES``). ``length_records`` draws
+  Table 1's length cells are (equal lengths, sub a >= b, eq half equal pairs), 100 problems
+  each (``LONG_SIZES``): the fewest that can show 99% (a Wilson bound of ~96% at 100 of 100). ``length_records`` draws
   the same way at any other length (the research probes between 100 and 200 digits).
 
 Long multiplication and division cells (docs/long-mul-div.md's schoolbook machines; no tier runs them yet):
@@ -69,7 +69,7 @@ LENGTH_OPS = ("add", "sub", "gt", "lt", "eq")
 TABLE1_LENGTHS = (5, 10, 50, 100)
 REPEATED_LENGTHS = (10, 50, 100)
 # Beyond the paper's lengths: a 1,000-digit problem is ~3,000 tokens a state, so fewer of them.
-LONG_SIZES = {200: 100, 500: 50, 1000: 20}
+LONG_SIZES = {200: 100, 500: 100, 1000: 100}
 LONG_LENGTHS = tuple(LONG_SIZES)
 # Long multiplication and division: (op, digits of a, digits of b) -> problems, the lengths of the
 # design's table (docs/long-mul-div.md); the larger cells' problems cost ~5-7 thousand model calls each.

@@ -16,8 +16,11 @@ for `1<chunk of a>+1<chunk of b>=` (a `1` on top of each chunk: a chunk may begi
 empty where one operand is shorter, and a sentinel digit keeps both written as the aligner was
 trained), and the chunks' tapes, each without its sentinel, are joined into the start state. Aligner
 (O) reads the halt state chunk by chunk the same way: ADD's output tape cut at the chunks' columns
-with a sentinel `1` on top, answered `1<chunk of a>+1<chunk of b>=1<chunk of the result>`; the
-result is the chunks' results without their sentinels, top chunk first. A comparison's chunks each
+with a sentinel `2` on top, answered `1<chunk of a>+1<chunk of b>=2<chunk of the result>`; the
+result is the chunks' results without their sentinels, top chunk first. The output's sentinel is the
+sum of the operands' so that the written chunk reads like the sums the aligner was trained on: with
+`1` there, a result beginning with 1 became a run (`1+1=11…`) that SmolLM2's aligner (O) lengthened
+by one more 1 (docs/long-operands.md, "Sentinels"). A comparison's chunks each
 copy the verdict, and all of them must agree.
 
 Every window is a state the machine itself could be in, except in what lies behind the window: the
@@ -55,6 +58,7 @@ from .problem import (Attempt, Completion, Malformed, OffProblem, Problem, defau
                       reference_step_count, step_command)
 
 SENTINEL = "1"  # the top digit of every chunk the aligners see
+ADD_OUTPUT_SENTINEL = "2"  # over ADD's output chunk: 1 + 1, the operands' sentinels added
 SUB_SENTINELS = ("2", SENTINEL)  # a subtraction's: 2 over a's chunk and 1 over b's, so that each chunk is one with a >= b
 
 
@@ -190,7 +194,8 @@ def _operands(state: ExecutorState | ComposerState) -> tuple[str, ...]:
 
 def output_chunks(halt: ExecutorState | ComposerState, chunk: int) -> list[str]:
     """Aligner (O)'s prompts for a long halt state: the halt state of each chunk of columns, every tape
-    (ADD's output too) with a sentinel `1` on top; ADD's last chunk keeps the output's carry digit. SUB's
+    with its sentinel on top (`1` over operands, `2` over ADD's output); ADD's last chunk keeps the output's
+    carry digit. SUB's
     halt is cut as its composer's steps are (`sub_chunk`)."""
     if isinstance(halt, ComposerState):
         return [render(sub_chunk(Snapshot(halt, HALT), k, sub_chunk_count(halt.a, chunk), chunk))
@@ -202,7 +207,8 @@ def output_chunks(halt: ExecutorState | ComposerState, chunk: int) -> list[str]:
         tapes = tuple(Tape(t.marker, cells + SENTINEL, len(cells) + 2) for t, cells in zip(halt.tapes, (ca, cb)))
         if halt.machine == "ADD":
             end = (index + 1) * chunk if index < count - 1 else len(halt.output)
-            state = replace(halt, tapes=tapes, carry="0", output=halt.output[index * chunk:end] + SENTINEL)
+            output = halt.output[index * chunk:end] + ADD_OUTPUT_SENTINEL
+            state = replace(halt, tapes=tapes, carry="0", output=output)
         else:
             state = replace(halt, tapes=tapes)
         prompts.append(render(Snapshot(state, HALT)))
@@ -219,7 +225,8 @@ def join_answer(expr: str, chunk_prompts: list[str], chunk_texts: list[str], mac
             raise OffProblem(f"chunk {index}: {wrong}")
         results.append(text.rpartition("=")[2])
     if machine in ("ADD", "SUB"):
-        if missing := [i for i, r in enumerate(results) if not r.startswith(SENTINEL)]:
+        top = ADD_OUTPUT_SENTINEL if machine == "ADD" else SENTINEL
+        if missing := [i for i, r in enumerate(results) if not r.startswith(top)]:
             raise OffProblem(f"aligner (O) chunk {missing[0]} lost its sentinel digit")
         return "".join(r[1:] for r in reversed(results))
     if len(set(results)) != 1:
@@ -571,6 +578,6 @@ def windowed_attempt(problem: Problem, op: str, machine_run, step_budget: int | 
     return attempt
 
 
-__all__ = ["SENTINEL", "SUB_TOPS", "Window", "Windowed", "WindowedSub", "check_sub_chunk", "input_chunks",
+__all__ = ["ADD_OUTPUT_SENTINEL", "SENTINEL", "SUB_TOPS", "Window", "Windowed", "WindowedSub", "check_sub_chunk", "input_chunks",
            "join_answer", "join_start", "output_chunks", "reference_calls", "splice", "sub_chunk", "sub_chunk_count",
            "sub_next", "window_of", "windowed_attempt", "windowed_step"]

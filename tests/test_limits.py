@@ -125,5 +125,19 @@ def test_the_caef_lm_eval_model_says_in_its_results_config_how_it_runs_long_oper
     info = CaefLM(tier="smollm2-135m", step_model=NeverCalled()).get_model_info()
     assert info["caef_tier"] == "smollm2-135m" and info["caef_weights"] == "none"
     assert info["caef_windowing"] == {"ops": ["add", "gt", "lt", "eq"], "past_digits": 10, "width": 10, "back": 4,
-                                      "chunk": 9}
+                                      "chunk": 9, "up_to_digits": TIER_LIMITS["smollm2-135m"].windowed_digits,
+                                      "measured_to": "results/table1.md"}
     assert CaefLM(tier="llama-3.1-8b", step_model=NeverCalled()).get_model_info()["caef_windowing"] is None
+
+
+def test_a_measurement_run_past_the_longest_windowed_length_says_so_and_still_refuses_the_rest():
+    model = CaefLM(tier="smollm2-135m", step_model=NeverCalled(), windowed_digits=100)
+    assert model.get_model_info()["caef_windowing"]["up_to_digits"] == 100
+    assert "measurement run" in model.get_model_info()["caef_windowing"]["measured_to"]
+    for context, named in [("1" * 101 + "+1=", "add operands of at most 100 digits"),
+                           ("1" * 11 + "-1=", "sub operands of at most 10 digits")]:  # sub is not windowed there
+        request = Instance("generate_until", {}, (context, {"until": ["\n"]}), idx=0)
+        with pytest.raises(BeyondTierError, match=named):
+            model.generate_until([request])
+    with pytest.raises(ValueError, match="runs nothing a window at a time"):
+        CaefLM(tier="llama-3.1-8b", step_model=NeverCalled(), windowed_digits=100)

@@ -23,7 +23,7 @@ from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
 from caef_bench.machines import parse_expression, typed_expression
-from caef_bench.models.limits import BeyondTierError, check_lengths, check_within_tier, windowing
+from caef_bench.models.limits import BeyondTierError, check_lengths, check_within_tier, measuring_to, windowing
 from caef_bench.runtime.backends import check_operators
 
 
@@ -73,14 +73,18 @@ class CaefLM(_NoLoglikelihood, LM):
     every adapter its cell calls unchanged, is answered with that record (a copy, which says
     `carried_from`), so Table 1's CAEF row costs nothing where the caef suite has already solved the
     same problems, also from records packed without their step texts), backend and base_url (backend=openai: every step a completion
-    request to the OpenAI-compatible server at base_url, model = the adapter's name; docs/serving.md).
+    request to the OpenAI-compatible server at base_url, model = the adapter's name; docs/serving.md),
+    windowed_digits (a run that measures windowed operands past the tier's longest measured length, up to
+    this many digits; the results' config says so).
     All of one call's problems are solved together, batching each step's model calls across problems.
     """
 
     def __init__(self, tier: str = "tiny", checkpoints: str | None = None, device: str | None = None,
                  records: str | None = None, speculative=True, reuse_steps: str | None = None,
-                 backend: str = "hf", base_url: str | None = None, step_model=None, **_lm_eval_options):
+                 backend: str = "hf", base_url: str | None = None, step_model=None, windowed_digits=None,
+                 **_lm_eval_options):
         super().__init__()
+        self.limits = measuring_to(tier, windowed_digits)
         if step_model is None:
             from caef_bench.runtime.backends import step_model as backend_model
 
@@ -109,7 +113,8 @@ class CaefLM(_NoLoglikelihood, LM):
         return {"caef_tier": self.tier, "caef_weights": getattr(self.checked_model, "fingerprint", None),
                 "caef_windowing": None if shape is None else {
                     "ops": list(shape.ops), "past_digits": shape.past, "width": shape.width, "back": shape.back,
-                    "chunk": shape.chunk}}
+                    "chunk": shape.chunk, "up_to_digits": self.limits.windowed_digits,
+                    "measured_to": self.limits.windowed_measured}}
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         from caef_bench.runtime import Problem, load_records, solve_batch, solve_to_file
@@ -120,7 +125,7 @@ class CaefLM(_NoLoglikelihood, LM):
         for index, request in enumerate(requests):
             try:  # a context typed as people type it ("12 + 34") is run as the template (12+34=)
                 expr = typed_expression(request.args[0])
-                check_lengths(self.tier, expr)  # beyond the tier's operands, before the digits are read as numbers
+                check_lengths(self.tier, expr, self.limits)  # beyond the tier's operands, before the digits are read as numbers
                 expression = parse_expression(expr)
             except BeyondTierError:
                 raise
@@ -129,7 +134,7 @@ class CaefLM(_NoLoglikelihood, LM):
                       file=sys.stderr)
                 answers[index] = ""
                 continue
-            check_within_tier(self.tier, expression)  # beyond the tier's operands: stop before solving anything
+            check_within_tier(self.tier, expression, self.limits)  # beyond the tier's operands: stop before solving anything
             check_operators(self.checked_model, self.tier, [expression.op])  # and an operator it has no adapters for
             problem = problems.setdefault(problem_id(expr), Problem(problem_id(expr), expr))
             waiting.setdefault(problem.id, []).append(index)

@@ -136,11 +136,24 @@ def windowing(tier: str) -> Windowing | None:
     return limits.windowing if limits.windows else None
 
 
-def check_lengths(tier: str, text: str) -> None:
+def measuring_to(tier: str, windowed_digits: int | None) -> OperandLimits:
+    """The tier's limits, or, for a run that measures windowed operands past the longest measured so far,
+    the same limits with windowed runs allowed up to `windowed_digits` (lm-eval's `caef` model,
+    `windowed_digits=`: its results' config records it)."""
+    limits = TIER_LIMITS.get(tier, OperandLimits())
+    if windowed_digits is None:
+        return limits
+    if limits.windowing is None:
+        raise ValueError(f"the {tier} tier runs nothing a window at a time; windowed_digits does not apply")
+    return replace(limits, windowed_digits=int(windowed_digits),
+                   windowed_measured=f"windowed_digits={int(windowed_digits)}, a measurement run")
+
+
+def check_lengths(tier: str, text: str, limits: OperandLimits | None = None) -> None:
     """Raise BeyondTierError when an operand of a templated expression has more digits than the tier
     takes for its operator, before the digits are read as numbers (Python refuses integers of more
     than a few thousand digits, with a message about itself rather than the tier). Text that is not
-    the template is left for parse_expression to explain."""
+    the template is left for parse_expression to explain. `limits`: the tier's own by default."""
     parts = operand_texts(text)
     if parts is None:
         return
@@ -148,7 +161,7 @@ def check_lengths(tier: str, text: str) -> None:
     longest = max(len(a), len(b))
     if op not in LENGTH_OPS and longest <= READABLE_DIGITS:
         return  # read as numbers, check_within_tier names mul's and div's limits in full
-    limits = TIER_LIMITS.get(tier, OperandLimits())
+    limits = limits or TIER_LIMITS.get(tier, OperandLimits())
     if problem := limits.length_problem(op, longest):
         _refuse(tier, limits, op, problem, text)
 
@@ -163,9 +176,9 @@ def check_supported(tier: str, expr: str) -> str:
     return str(expression)
 
 
-def check_within_tier(tier: str, expression: Expression) -> None:
+def check_within_tier(tier: str, expression: Expression, limits: OperandLimits | None = None) -> None:
     """Raise BeyondTierError unless the tier was built for the operands of an already parsed expression."""
-    limits = TIER_LIMITS.get(tier, OperandLimits())
+    limits = limits or TIER_LIMITS.get(tier, OperandLimits())
     problem = limits.problem(expression.op, expression.a, expression.b)
     if problem:
         _refuse(tier, limits, expression.op, problem, str(expression))
@@ -227,5 +240,5 @@ def check_adapters(tier: str, ops: Iterable[str], available: Collection[str] | N
 
 
 __all__ = ["TIER_LIMITS", "TRAIN_ARGUMENTS", "WINDOWED_OPS", "BeyondTierError", "MissingAdaptersError", "OperandLimits",
-           "Windowing", "check_adapters", "check_lengths", "check_supported", "check_within_tier", "train_command",
+           "Windowing", "check_adapters", "check_lengths", "check_supported", "check_within_tier", "measuring_to", "train_command",
            "windowing"]

@@ -50,7 +50,7 @@ def test_lengths_past_the_tier_need_the_research_flag(capsys):
 def test_the_machines_are_exact_on_the_long_cells():
     checked = machine_check(["add_200", "eq_1000"])
     assert checked["add_200"]["correct"] == checked["add_200"]["n"] == 100
-    assert checked["eq_1000"]["correct"] == checked["eq_1000"]["n"] == 20
+    assert checked["eq_1000"]["correct"] == checked["eq_1000"]["n"] == 100
     assert checked["add_200"]["model_calls_mean"] == 204  # aligner (I), 201 transitions, aligner (O)
 
 

@@ -37,7 +37,12 @@ _SMOLLM2 = ("its records (work/records/smollm2-135m-b8efc34532e5) are not commit
 # Every report (results/…, relative) or part of one ("report: system") whose numbers no committed record holds.
 NO_RECORDS = {
     "direct_capacity.json": "training runs' held-out evaluations (work/capacity/*/evaluation.json), not committed",
-    "long_operands.json": "its runs past 100 digits keep no committed records (work/ only)",
+    "long_operands.json: beyond": "whole-state probes past 100 digits whose records stayed in work/",
+    "long_operands.json: one_step": _ONESTEP,
+    "long_operands.json: machines": "the exact machines against Python's integers: no model, nothing to record",
+    "long_operands.json: within": "table1_caef.json's cells, read from it (recounted with it here)",
+    "long_operands.json: windowed": "its points measured before runs packed their records have none; each point "
+                                    "that names its records recounts in tests/test_long_operands_records.py",
     "lora_direct_curve.json": "lm-eval evaluations of training snapshots (work/h200/…), not committed; its CAEF "
                               "column is table1_caef.json's, recounted here",
     "onestep.json": _ONESTEP,
@@ -132,6 +137,15 @@ def parts() -> dict[str, list[Cell] | str | None]:
     recounts them, or None where no committed record holds them}."""
     found: dict[str, list[Cell] | str | None] = {}
     for report, document in reports().items():
+        if Path(report).name == "long_operands.json":  # each section: every point names its packed records
+            for section in ("within", "machines", "beyond", "one_step", "windowed"):
+                points = [p for by_length in (document.get(section) or {}).values() for p in by_length.values()] \
+                    if section in ("beyond", "windowed") else []
+                if points and all("records" in p for p in points):
+                    found[f"{report}: {section}"] = "tests/test_long_operands_records.py"
+                elif document.get(section):
+                    found[f"{report}: {section}"] = None
+            continue
         if document is None or "systems" not in document:
             recounted = document is not None and document.get("suite") in ("caef", "table2") \
                 and archive_of(document.get("records"))

@@ -14,7 +14,9 @@ limit stays where it is; `results/long_operands.md` says what was measured beyon
 Problems: the committed long cells (tasks/data/<op>_<n>.jsonl, n = 200, 500, 1,000) at those lengths,
 and at any other length `data.testsets.length_records`, drawn as the committed cells are (equal
 lengths, seeded by the cell's name), so every probe is regenerable. Records go to
-work/long_operands/<op>_<n>.jsonl and a rerun resumes from them. The within-limit points of the report
+work/long_operands/<op>_<n>.jsonl and a rerun resumes from them; beside the results document they are
+packed without their step texts (records/long_operands/<windowed|beyond>/<op>_<n>.jsonl.gz under its
+folder), which each point names, so that its numbers recount problem by problem. The within-limit points of the report
 (5 to 100 digits) are the committed Table 1 cells' tiny-tier results (results/table1_caef.json), read,
 not rerun, with the weights they were measured on.
 """
@@ -93,10 +95,19 @@ def problems_at(op: str, digits: int, n: int, seed: int = DEFAULT_SEED) -> list[
     return length_records(op, digits, n, seed)
 
 
+def pack(records, path: Path) -> None:
+    """The records without their step texts (each keeps its first divergence and its step count), gzipped:
+    what a report's numbers recount from, small enough to commit."""
+    from caef_bench.evaluate.table1 import write_problem_lines
+
+    write_problem_lines([{**record.to_dict(), "steps": []} for record in records], path)
+
+
 def measure(model, op: str, digits: int, n: int, records_dir: Path = RECORDS_DIR, seed: int = DEFAULT_SEED,
-            windowing=None) -> dict:
+            windowing=None, packed: Path | None = None) -> dict:
     """Solve n problems of op at `digits` digits (traced, free-running), resuming from its records file.
-    windowing: run operands longer than its `past` digits a window at a time (runtime.windowed)."""
+    windowing: run operands longer than its `past` digits a window at a time (runtime.windowed).
+    packed: where the records go packed (`pack`)."""
     from caef_bench.evaluate.suites import as_problems, solve_cell
 
     rows = problems_at(op, digits, n, seed)
@@ -106,6 +117,8 @@ def measure(model, op: str, digits: int, n: int, records_dir: Path = RECORDS_DIR
     records, resumed = solve_cell(as_problems(rows), model, records_dir / f"{op}_{digits}.jsonl", mode="traced",
                                   windowing=windowing)
     stats = summarise(records)
+    if packed is not None:
+        pack(records, packed)
     stats["resumed"] = resumed
     stats["seconds_solving"] = round(time.perf_counter() - start, 1)
     stats["forward_passes"] = model.stats.forward_passes - passes
@@ -288,10 +301,14 @@ def main(argv: list[str] | None = None) -> int:
             document["window"].update({"back": shape.back, "width": shape.width, "chunk": shape.chunk,
                                        "past_digits": shape.past})
         records_dir = args.records / "windowed" if args.windowed else args.records
+        packed_dir = Path("records") / "long_operands" / ("windowed" if args.windowed else "beyond")
         for op in ops:
             for n in lengths:
+                packed = packed_dir / f"{op}_{n}.jsonl.gz"  # relative to the document's folder
                 stats = measure(model, op, n, args.n, records_dir, args.seed,
-                                windowing=limits.windowing if args.windowed else None)
+                                windowing=limits.windowing if args.windowed else None,
+                                packed=args.out.parent / packed)
+                stats["records"] = str(packed)
                 earlier = beyond_points.get(op, {}).get(str(n), {})
                 if stats["resumed"] == stats["n"] and earlier.get("n") == stats["n"]:
                     # nothing solved now: the run that solved them says what they cost

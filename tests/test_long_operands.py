@@ -177,3 +177,18 @@ def test_a_document_of_single_step_probes_alone_renders(tmp_path):
     assert document["field_stride"] == 128 and "beyond" not in document
     name, text = render_markdown(document)
     assert name == "long_operands.md" and "### Single steps" in text and "| executor_add |" in text
+
+
+def test_the_windowed_limit_is_held_to_the_whole_states_standard():
+    from caef_bench.report.long_operands import windowed_standard
+
+    point = lambda k, n: {"n": n, "correct": k}  # noqa: E731
+    document = {"windowed_digits": 1000, "windowed": {
+        "add": {"200": point(100, 100), "500": point(99, 100), "1000": point(20, 20)},
+        "gt": {"200": point(100, 100), "500": point(98, 100), "1000": point(100, 100)}}}
+    said = windowed_standard(document, ("add", "gt"))
+    assert "meet it at 200 digits (the tier's windowed limit: 1,000 digits)" in said
+    assert "Short of it: add at 1,000 (20/20); gt at 500 (98/100)" in said
+    said = windowed_standard(document, ("add", "gt", "sub"))
+    assert "No windowed length meets it yet for all of add, gt, sub" in said
+    assert "not measured: sub at 200, sub at 500, sub at 1,000" in said

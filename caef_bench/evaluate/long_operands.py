@@ -298,6 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         beyond_points = document.setdefault("windowed" if args.windowed else "beyond", {})
         if args.windowed:
             shape = limits.windowing
+            document["windowed_ops"], document["windowed_digits"] = list(limits.windowed_ops), limits.windowed_digits
             document["window"].update({"back": shape.back, "width": shape.width, "chunk": shape.chunk,
                                        "past_digits": shape.past})
         records_dir = args.records / "windowed" if args.windowed else args.records

@@ -144,8 +144,8 @@ def run_table1(args: argparse.Namespace) -> int:
 
     from caef_bench.data.testsets import match_cells, table1_cells
     from caef_bench.evaluate.systems import cells_of, choose_systems, system_limits
-    from caef_bench.evaluate.table1 import (direct_training_notes, keep_other_systems, run_table1 as run_systems,
-                                            windowed_notes)
+    from caef_bench.evaluate.table1 import (direct_training_notes, earlier_problem_lines, keep_earlier_lines,
+                                            keep_other_systems, run_table1 as run_systems, windowed_notes)
     from caef_bench.paths import WORK_DIR
     from caef_bench.report.table1 import compare_with_committed, write_table1
 
@@ -157,12 +157,14 @@ def run_table1(args: argparse.Namespace) -> int:
             raise SystemExit(f"--keep-others: no earlier table at {earlier}")
         previous = json.loads(earlier.read_text())
         keep_other_systems(previous, dict.fromkeys(chosen), systems)
+    earlier_lines = earlier_problem_lines(Path(args.out), chosen) if previous is not None else {}
     cells = args.cells.split(",") if args.cells else table1_cells()
     results = run_systems([systems[name] for name in chosen], cells, args.limit, Path(args.work or WORK_DIR / "table1"),
                           progress=say, limits=system_limits(args.limits, systems), out=Path(args.out),
                           cells_of=cells_of(args.cells_of, systems, cells, lambda p: match_cells(p, table1_cells())))
     if previous is not None:
         results = keep_other_systems(previous, results, systems)
+        keep_earlier_lines(results, earlier_lines, Path(args.out))
     notes = direct_training_notes(results, systems) + windowed_notes(results)
     for path in write_table1(results, args.out, args.command_line, notes):
         print(f"wrote {path}")

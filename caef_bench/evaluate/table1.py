@@ -92,6 +92,24 @@ def read_problem_lines(path: Path) -> list[dict]:
         return [json.loads(line) for line in packed if line.strip()]
 
 
+def earlier_problem_lines(out: Path, names) -> dict[str, list[dict]]:
+    """The problem lines a report's folder holds for these systems, read before a run rewrites them."""
+    paths = {name: out / "records" / "table1" / f"{name}.jsonl.gz" for name in names}
+    return {name: read_problem_lines(path) for name, path in paths.items() if path.is_file()}
+
+
+def keep_earlier_lines(results: dict, earlier: dict[str, list[dict]], out: Path) -> None:
+    """After `keep_other_systems`: a system run now on some of its cells keeps, in its records file, the
+    earlier lines of the cells kept from its earlier run (where that run wrote any), so that a partial
+    rerun loses no problem's record."""
+    for name, entry in results.items():
+        kept = {cell for group in (entry or {}).get("kept_cells", []) for cell in group["cells"]}
+        lines = [line for line in earlier.get(name, []) if line["cell"] in kept]
+        if lines and entry.get("records"):
+            path = out / entry["records"]
+            write_problem_lines(lines + read_problem_lines(path), path)
+
+
 def reply_text(sample: dict) -> str:
     """The model's reply in an lm-eval sample log (its filtered response)."""
     for key in ("filtered_resps", "resps"):

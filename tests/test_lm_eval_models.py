@@ -186,3 +186,16 @@ def test_caef_never_answers_an_aligner_call_from_table2s_records_whose_aligners_
     assert [s.reused for s in steps if s.adapter == "aligner_add"] == [None, None]
     assert all(s.reused for s in steps if s.adapter == "executor_add")
     assert [adapter for adapter, _ in model.calls] == ["aligner_add", "aligner_add"]
+
+
+def test_max_in_flight_solves_problems_a_few_at_a_time_so_records_grow_as_they_finish(tmp_path):
+    oracle = OracleModel()
+    model = CaefLM(step_model=oracle, records=str(tmp_path), max_in_flight="1")  # as lm-eval passes model_args
+    assert model.generate_until(_requests(["45+67=", "12>3="])) == ["112", "True"]
+    adapters = [adapter for adapter, _ in oracle.calls]
+    last_add = max(i for i, adapter in enumerate(adapters) if adapter.endswith("_add"))
+    assert all(not adapter.endswith("_add") for adapter in adapters[last_add + 1:])
+    assert all(adapter.endswith("_add") for adapter in adapters[:last_add + 1])  # gt waited for add to finish
+    together = OracleModel()
+    CaefLM(step_model=together, records=str(tmp_path / "together")).generate_until(_requests(["45+67=", "12>3="]))
+    assert [adapter for adapter, _ in together.calls][:2] != adapters[:2]  # by default both start in round one

@@ -75,15 +75,19 @@ class CaefLM(_NoLoglikelihood, LM):
     same problems, also from records packed without their step texts), backend and base_url (backend=openai: every step a completion
     request to the OpenAI-compatible server at base_url, model = the adapter's name; docs/serving.md),
     windowed_digits (a run that measures windowed operands past the tier's longest measured length, up to
-    this many digits; the results' config says so).
-    All of one call's problems are solved together, batching each step's model calls across problems.
+    this many digits; the results' config says so), max_in_flight (at most this many problems solved
+    together; the others join as they finish, so that a long run's records grow as it goes and an
+    interrupted one resumes from them rather than from nothing).
+    All of one call's problems (or max_in_flight of them) are solved together, batching each step's model
+    calls across problems.
     """
 
     def __init__(self, tier: str = "tiny", checkpoints: str | None = None, device: str | None = None,
                  records: str | None = None, speculative=True, reuse_steps: str | None = None,
                  backend: str = "hf", base_url: str | None = None, step_model=None, windowed_digits=None,
-                 **_lm_eval_options):
+                 max_in_flight=None, **_lm_eval_options):
         super().__init__()
+        self.max_in_flight = None if max_in_flight in (None, "", "None") else int(max_in_flight)
         self.limits = measuring_to(tier, windowed_digits)
         if step_model is None:
             from caef_bench.runtime.backends import step_model as backend_model
@@ -164,13 +168,13 @@ class CaefLM(_NoLoglikelihood, LM):
         if self.records is not None:
             self.records.parent.mkdir(parents=True, exist_ok=True)
             solve_to_file(list(problems.values()), self.step_model, self.records, mode="traced", on_record=finished,
-                          windowing=windowing(self.tier))
+                          windowing=windowing(self.tier), max_in_flight=self.max_in_flight)
             for record in load_records(self.records):  # those an earlier run had already recorded
                 if record.id in waiting and answers[waiting[record.id][0]] is None:
                     finished(record)
         else:
             solve_batch(list(problems.values()), self.step_model, mode="traced", on_record=finished,
-                        windowing=windowing(self.tier))
+                        windowing=windowing(self.tier), max_in_flight=self.max_in_flight)
         return [answer or "" for answer in answers]
 
 

@@ -12,7 +12,8 @@ Public API:
 
 op is one of: add sub mul div gt lt eq reflection left_mask (OPERATIONS, the paper's), or
 long_mul long_div digit_mul (LONG_OPERATIONS: schoolbook multiplication and long division,
-long_composers.py).
+long_composers.py). On the long route (`routed(op, "long")`, ROUTES) long_mul and long_div answer the
+expressions `a*b=` and `a//b=`: `align_input(expr, route="long")`.
 """
 
 from .aligner import (
@@ -29,8 +30,8 @@ from .aligner import (
 from .compare import ERROR_CLASSES, classify
 from .composers import ComposerRun, composer_view, composer_view_of_halt
 from .executors import Run, rewritten_operand
-from .ops import (ALIGNED_OPS, ARITHMETIC, BY_MACHINE, COMPARISON, EXECUTOR_OPS, LONG_OPERATIONS, OPERATIONS, Operation,
-                  lookup, operand)
+from .ops import (ALIGNED_OPS, ARITHMETIC, BY_MACHINE, COMPARISON, EXECUTOR_OPS, LONG_ALIGNED_OPS, LONG_EXECUTOR_OPS,
+                  LONG_OPERATIONS, OPERATIONS, ROUTES, Operation, expression_op, lookup, operand, routed)
 from .ops import start as run
 from .steps import OffCourse, next_text
 from .text import (
@@ -69,11 +70,13 @@ def result(op: str, a, b=None):
 
 
 __all__ = [
-    "ALIGNED_OPS", "ARITHMETIC", "BY_MACHINE", "COMPARISON", "ERROR_CLASSES", "EXECUTOR_OPS", "HALT_LINE", "LONG_OPERATIONS",
-    "OPERATIONS",
+    "ALIGNED_OPS", "ARITHMETIC", "BY_MACHINE", "COMPARISON", "ERROR_CLASSES", "EXECUTOR_OPS", "HALT_LINE",
+    "LONG_ALIGNED_OPS", "LONG_EXECUTOR_OPS", "LONG_OPERATIONS", "OPERATIONS", "ROUTES",
     "Action", "Command", "ComposerRun", "ComposerState", "ExecutorState", "Expression",
     "FormatError", "OffCourse", "Operation", "Run", "Snapshot", "Tape",
-    "align_input", "align_output", "answer_misalignment", "classify", "composer_view", "composer_view_of_halt", "lookup", "next_text",
-    "operand", "operand_texts", "parse", "parse_expression", "render", "result", "rewritten_operand", "run", "split_step_end",
+    "align_input", "align_output", "answer_misalignment", "classify", "composer_view", "composer_view_of_halt",
+    "expression_op", "lookup", "next_text",
+    "operand", "operand_texts", "parse", "parse_expression", "render", "result", "rewritten_operand", "routed", "run",
+    "split_step_end",
     "start_misalignment", "start_operands", "trace", "typed_expression",
 ]

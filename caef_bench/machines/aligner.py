@@ -1,6 +1,7 @@
 """The aligner in both directions: expression <-> the executor's start and halt texts.
 
     align_input("45+67=")  -> "ADD, q0, [HEAD1] |5|4[HEAD2] |7|6 [C] [OUTPUT]\\nCMD: …, q1\\n"
+    align_input("946*15=", route="long") -> "LONG_MUL, q0, [HEAD1]|6|4|9 [HEAD2]|5|1 [OUTPUT]\\nCMD q1\\n"
     align_output("ADD, qH,  |5|4[HEAD1] |7|6[HEAD2] [C]1 |2|1|1\\nNo command …") -> "45+67=112"
 
 align_input checks the expression's syntax only: it is a format map, and the
@@ -13,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .ops import BY_MACHINE, BY_SYMBOL, Operation, operand
+from .ops import BY_MACHINE, BY_SYMBOL, Operation, lookup, operand, routed
 from .text import ComposerState, Snapshot, from_tape, parse
 
 # Longest symbols first so that "//" and "==" win over any one-character reading.
@@ -130,12 +131,14 @@ def start_operands(snapshot: Snapshot) -> tuple[str, str]:
     return tapes[0][::-1], tapes[1][::-1]
 
 
-def start_misalignment(expr: str, snapshot: Snapshot) -> str | None:
+def start_misalignment(expr: str, snapshot: Snapshot, route: str = "paper") -> str | None:
     """Why a start state (aligner (I)'s output for expr) is not expr's problem, or None when it holds
-    expr's operator and operands. The runtime executes only the problem it was asked."""
+    the machine that answers expr on `route` (ops.ROUTES) and expr's operands. The runtime executes
+    only the problem it was asked."""
     asked = parse_expression(expr)
-    if snapshot.state.machine != asked.operation.machine:
-        return f"aligner (I) started {snapshot.state.machine} for {asked.operation.machine} ({expr})"
+    machine = lookup(routed(asked.op, route)).machine
+    if snapshot.state.machine != machine:
+        return f"aligner (I) started {snapshot.state.machine} for {machine} ({expr})"
     try:
         written = start_operands(snapshot)
     except ValueError as error:
@@ -154,10 +157,11 @@ def answer_misalignment(expr: str, final: str) -> str | None:
     return None
 
 
-def align_input(expr: str) -> str:
-    """Aligner (I): the templated expression -> the executor's start state and first command."""
+def align_input(expr: str, route: str = "paper") -> str:
+    """Aligner (I): the templated expression -> the start state and first command of the machine that
+    answers it on `route` (ops.ROUTES: "long" starts LONG_MUL for `a*b=`, LONG_DIV for `a//b=`)."""
     parsed = parse_expression(expr)
-    return parsed.operation.start_text(parsed.a, parsed.b)
+    return lookup(routed(parsed.op, route)).start_text(parsed.a, parsed.b)
 
 
 def align_output(halt_text: str) -> str:

@@ -29,6 +29,10 @@ from .text import (HALT, Action, Command, ComposerState, ExecutorState, LongDivS
                    render_tape, to_tape)
 
 
+# The executors each long composer calls (as composers.CALLEES for the paper's)
+LONG_CALLEES = {"LONG_MUL": ("DIGIT_MUL", "ADD"), "LONG_DIV": ("REFLECTION", "ADD")}
+
+
 # --------------------------------------------------------------------------- DIGIT_MUL, the executor
 
 

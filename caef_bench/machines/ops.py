@@ -71,19 +71,27 @@ OPERATIONS: dict[str, Operation] = {
 }
 # Schoolbook multiplication and long division (long_composers.py, docs/long-mul-div.md): machines that
 # `start` and the step functions know, kept out of OPERATIONS, whose lists of the paper's operators
-# name the adapters that are trained, served and evaluated.
+# name the adapters that are trained, served and evaluated. LONG_MUL and LONG_DIV answer the paper's
+# `a*b=` and `a//b=` on the long route (ROUTES): their symbol is the expression's, and their aligners
+# write and read those expressions; an expression's symbol still names the paper's operator (BY_SYMBOL).
 LONG_OPERATIONS: dict[str, Operation] = {
     op.name: op
     for op in (
-        Operation("long_mul", "LONG_MUL", None, 2, lambda a, b: a * b, long_mul_run),
-        Operation("long_div", "LONG_DIV", None, 2, lambda a, b: a // b, long_div_run),
+        Operation("long_mul", "LONG_MUL", "*", 2, lambda a, b: a * b, long_mul_run),
+        Operation("long_div", "LONG_DIV", "//", 2, lambda a, b: a // b, long_div_run),
         Operation("digit_mul", "DIGIT_MUL", None, 2, lambda a, b: a * b, digit_mul_run),
     )
 }
 EXECUTOR_OPS = tuple(OPERATIONS)  # every operation is a machine with an executor
 ALIGNED_OPS = tuple(name for name, op in OPERATIONS.items() if op.symbol)  # an expression names it: an aligner
+LONG_EXECUTOR_OPS = tuple(LONG_OPERATIONS)  # executor_long_mul, executor_long_div, executor_digit_mul
+LONG_ALIGNED_OPS = tuple(name for name, op in LONG_OPERATIONS.items() if op.symbol)  # aligner_long_mul, _long_div
 BY_MACHINE = {op.machine: op for op in (*OPERATIONS.values(), *LONG_OPERATIONS.values())}
 BY_SYMBOL = {op.symbol: op for op in OPERATIONS.values() if op.symbol}
+# Which machine answers an expression: on the paper's route its operator's (MUL's repeated addition for
+# `a*b=`), on the long route schoolbook multiplication and long division for `*` and `//` (every other
+# operator as on the paper's). The expression's text is the same on both.
+ROUTES: dict[str, dict[str, str]] = {"paper": {}, "long": {"mul": "long_mul", "div": "long_div"}}
 ARITHMETIC = ("add", "sub", "mul", "div")
 COMPARISON = ("gt", "lt", "eq")
 
@@ -110,6 +118,22 @@ def lookup(op: str) -> Operation:
         return OPERATIONS[op] if op in OPERATIONS else LONG_OPERATIONS[op]
     except (KeyError, TypeError):
         raise ValueError(f"unknown operation {op!r}; expected one of {', '.join([*OPERATIONS, *LONG_OPERATIONS])}") from None
+
+
+def routed(op: str, route: str = "paper") -> str:
+    """The operation that answers an expression of the paper's operator `op` on `route`:
+    routed("mul", "long") -> "long_mul", routed("add", "long") -> "add"."""
+    if route not in ROUTES:
+        raise ValueError(f"unknown route {route!r}; expected one of {', '.join(ROUTES)}")
+    return ROUTES[route].get(op, op)
+
+
+def expression_op(op: str) -> str:
+    """The paper's operator whose expressions `op` answers (its template and symbol): "long_mul" -> "mul"."""
+    symbol = lookup(op).symbol
+    if symbol is None:
+        raise ValueError(f"{op} is an auxiliary machine and has no expression form")
+    return BY_SYMBOL[symbol].name
 
 
 def start(op: str, a, b=None) -> Run:

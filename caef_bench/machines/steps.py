@@ -16,11 +16,11 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from .aligner import align_input, align_output, parse_expression
+from .aligner import align_output, parse_expression
 from .composers import ComposerRun
 from .executors import AddRun, CompareRun, LeftMaskRun, ReflectionRun, Run
 from .long_composers import DigitMulRun
-from .ops import BY_MACHINE
+from .ops import BY_MACHINE, lookup
 from .ops import start as start_run
 from .text import COMPARISONS, ComposerState, Snapshot, from_tape, parse, render
 
@@ -49,9 +49,11 @@ def next_text(kind: str, op: str, text: str) -> str:
 
 def _align(op: str, text: str) -> str:
     if _EXPRESSION_LIKE.fullmatch(text):
-        if parse_expression(text).op != op:
+        # an aligner answers its operator's expressions: long_mul's are `a*b=` too (ops.ROUTES)
+        expression = parse_expression(text)
+        if expression.operation.symbol != lookup(op).symbol:
             raise OffCourse(f"an expression for another aligner than {op}'s")
-        return align_input(text)
+        return lookup(op).start_text(expression.a, expression.b)
     if BY_MACHINE[parse(text).machine].name != op:
         raise OffCourse(f"a halt state for another aligner than {op}'s")
     return align_output(text)

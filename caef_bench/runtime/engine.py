@@ -19,7 +19,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Callable, Iterable
 
-from caef_bench.machines import parse_expression, run
+from caef_bench.machines import parse_expression, routed, run
 from caef_bench.models.limits import Windowing
 
 from .problem import (Attempt, Completion, FreeRunning, Problem, StepModel, TeacherForced, default_step_budget,
@@ -75,28 +75,29 @@ def solve_batch(
 
 def start_attempt(problem: Problem, mode: str, started: float, keep_steps: bool, step_budget: int | None,
                   windowing: Windowing | None = None) -> Attempt:
-    """Set a problem up; one outside the machines' domain is finished at once with outcome "error".
+    """Set a problem up; one outside the machines' domain (or with an unknown route) is finished at once
+    with outcome "error". The problem's route (machines.ROUTES) picks the machine that answers it.
     windowing: operands of its `ops` (ADD, the comparisons, and SUB where measured) longer than its `past`
     digits run a window at a time (`runtime.windowed`; free and traced modes); None: every problem runs on
     whole states."""
     common = dict(mode=mode, started=started, keep_steps=keep_steps)
     try:
         expression = parse_expression(problem.expr)
-        machine_run = run(expression.op, expression.a, expression.b)
+        op = routed(expression.op, problem.route)  # the machine that answers it on the problem's route
+        machine_run = run(op, expression.a, expression.b)
     except ValueError as error:
         attempt = Attempt(problem, **common)
         attempt.finish("error", str(error))
         return attempt
     longest = max(len(str(expression.a)), len(str(expression.b)))
-    if windowing is not None and mode != "teacher_forcing" and expression.op in windowing.ops \
-            and longest > windowing.past:
-        return windowed_attempt(problem, expression.op, machine_run, step_budget, windowing, **common)
+    if windowing is not None and mode != "teacher_forcing" and op in windowing.ops and longest > windowing.past:
+        return windowed_attempt(problem, op, machine_run, step_budget, windowing, **common)
     if mode == "teacher_forcing":
-        attempt = TeacherForced(problem, reference_steps(problem.expr), **common)
+        attempt = TeacherForced(problem, reference_steps(problem.expr, problem.route), **common)
     else:
         budget = step_budget if step_budget is not None else default_step_budget(reference_step_count(machine_run))
-        reference = reference_steps(problem.expr) if mode == "traced" else None
-        attempt = FreeRunning(problem, expression.op, machine_run.machine, reference, budget, **common)
+        reference = reference_steps(problem.expr, problem.route) if mode == "traced" else None
+        attempt = FreeRunning(problem, op, machine_run.machine, reference, budget, **common)
         attempt.record.step_budget = budget
     return attempt
 

@@ -6,7 +6,13 @@ For one problem:
     state i   --executor_add--> state i+1, until the halt state ("ADD, qH, ...")
     halt text --aligner_add-->  "45+67=112", whose result is the answer
 
-Composers (SUB, MUL, DIV) call executors. A composer's output that issues
+Which machine answers an expression is its route (`Problem.route`, `machines.ROUTES`): on the
+paper's (the default) `a*b=` runs MUL's repeated addition and `a//b=` DIV's; on the long route they
+run schoolbook multiplication and long division (LONG_MUL, LONG_DIV; docs/long-mul-div.md), with the
+adapters aligner_long_mul, executor_long_mul, executor_digit_mul (aligner_long_div, executor_long_div,
+executor_reflection) and executor_add. The expression's text, and the answer, are the same on both.
+
+Composers (SUB, MUL, DIV, LONG_MUL, LONG_DIV) call executors. A composer's output that issues
 "[CALL] X" also holds X's start state and command; the run pushes a frame
 that runs executor X from there, and when X halts it pops the frame and hands
 the halt back to the composer as the extra lines of the composer's next input
@@ -62,6 +68,7 @@ from caef_bench.machines import (
     render,
     result,
     rewritten_operand,
+    routed,
     run,
     split_step_end,
     start_misalignment,
@@ -90,6 +97,9 @@ class Problem:
     id: str
     expr: str  # the templated expression, "45+67="
     target: str | None = None  # the dataset's answer, "112"
+    # which machine answers the expression (machines.ROUTES): "paper", or "long" for `a*b=` and `a//b=` on
+    # LONG_MUL and LONG_DIV (every other operator as on the paper's route)
+    route: str = "paper"
 
 
 @dataclass(frozen=True)
@@ -105,7 +115,8 @@ class StepModel(Protocol):
     """Anything that completes prompts with one adapter: greedy, one completion per prompt.
 
     adapter is "executor_<op>" or "aligner_<op>", op one of add sub mul div gt
-    lt eq reflection left_mask. An aligner adapter serves both directions: an
+    lt eq reflection left_mask (and on the long route long_mul long_div digit_mul,
+    models.names). An aligner adapter serves both directions: an
     expression prompt ("45+67=") asks for the start text, a halt-text prompt
     for the expression with its result. A completion is a str, or a
     `Completion` when the model reports how many tokens it generated.
@@ -136,15 +147,17 @@ class ReferenceStep:
     output: str
 
 
-def reference_steps(expr: str) -> Iterator[ReferenceStep]:
-    """Every model call of a correct CAEF run on expr, in the order the runtime makes them."""
+def reference_steps(expr: str, route: str = "paper") -> Iterator[ReferenceStep]:
+    """Every model call of a correct CAEF run on expr, in the order the runtime makes them, with the
+    machine that answers expr on `route` (machines.ROUTES)."""
     expression = parse_expression(expr)
-    machine_run = run(expression.op, expression.a, expression.b)
-    adapter = aligner_name(expression.op)
+    op = routed(expression.op, route)
+    machine_run = run(op, expression.a, expression.b)
+    adapter = aligner_name(op)
     yield ReferenceStep("align_input", adapter, 0, expr, machine_run.start_text())
     for event in events(machine_run):
         yield ReferenceStep("execute", executor_of_machine(event.machine), event.depth, event.input, event.output)
-    answer = str(result(expression.op, expression.a, expression.b))
+    answer = str(result(op, expression.a, expression.b))
     yield ReferenceStep("align_output", adapter, 0, machine_run.text(-1), f"{expr}{answer}")
 
 
@@ -217,7 +230,8 @@ class Attempt:
 
     def __init__(self, problem: Problem, mode: str, started: float, keep_steps: bool):
         self.problem, self.started, self.keep_steps = problem, started, keep_steps
-        self.record = ProblemRecord(id=problem.id, expr=problem.expr, mode=mode, target=problem.target)
+        self.record = ProblemRecord(id=problem.id, expr=problem.expr, mode=mode, target=problem.target,
+                                    route=None if problem.route == "paper" else problem.route)
         self.done = False
         self.adapter = self.prompt = ""  # the pending call
         self.draft: str | None = None  # what a correct model writes for it, where the model's drafter cannot tell
@@ -331,7 +345,7 @@ class FreeRunning(Attempt):
                 # The start text is the top machine's first state: it opens the bottom frame, if it
                 # holds the asked operands (else the run would execute another problem).
                 # (A start that is already a halt state goes straight on to aligner (O).)
-                wrong = start_misalignment(self.problem.expr, snapshot)
+                wrong = start_misalignment(self.problem.expr, snapshot, self.problem.route)
                 if wrong:
                     self.finish("misaligned", wrong)
                     return

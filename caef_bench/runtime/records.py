@@ -26,6 +26,8 @@ Record fields (JSON keys in the order written):
     n_divergent_steps       teacher forcing only: how many steps differ from the machine
     seconds, model_seconds  wall time from the start of the batch to this problem's end; its share of model time
     windowed                runs a window at a time: {width, back, chunk} (runtime.windowed); absent otherwise
+    route                   the machines that answered it, where not the paper's: "long" (LONG_MUL, LONG_DIV for
+                            `*` and `//`; runtime.problem.Problem.route); absent otherwise
     steps                   each model call: adapter, depth, input, output, seconds, and when known tokens,
                             error_class (compared steps that differ) and expected (at those steps);
                             reused: true where the output came from an earlier run's records (runtime.reuse)
@@ -109,11 +111,13 @@ class ProblemRecord:
     # A run a window at a time (runtime.windowed): the window's width and back and the aligners' chunk, in
     # cells and digits; None: whole states.
     windowed: dict | None = None
+    # The route that picked the machines (machines.ROUTES), where not the paper's: "long"; None: the paper's.
+    route: str | None = None
 
     def to_dict(self) -> dict:
         d = {f.name: getattr(self, f.name) for f in fields(self)
-             if f.name not in ("first_divergence", "steps", "carried_from", "windowed")}
-        for key in ("carried_from", "windowed"):  # only where set: records of whole states read as before
+             if f.name not in ("first_divergence", "steps", "carried_from", "windowed", "route")}
+        for key in ("carried_from", "windowed", "route"):  # only where set: records of whole states read as before
             if getattr(self, key) is not None:
                 d[key] = getattr(self, key)
         d["seconds"] = round(self.seconds, 6)

@@ -16,8 +16,9 @@ def register(commands) -> None:
     train.add_argument("--base", help="base model folder, or a tier's name (smollm2-135m): required except for "
                                       "the tiny preset")
     train.add_argument("--data", help="`caef-bench data build` folder to train from (default: draw from the machines)")
-    train.add_argument("--executors", help="comma-separated ops (default all nine)")
-    train.add_argument("--aligners", help="comma-separated ops (default all seven)")
+    train.add_argument("--executors", help="comma-separated ops (default all nine; also the long route's "
+                                           "digit_mul, long_mul, long_div: docs/long-mul-div.md)")
+    train.add_argument("--aligners", help="comma-separated ops (default all seven; also long_mul, long_div)")
     train.add_argument("--direct", help="comma-separated ops for the LoRA-direct baseline (default none)")
     train.add_argument("--stage1-steps", type=int, help="override the preset's stage-1 steps per adapter")
     train.add_argument("--time-budget", type=float,
@@ -55,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from caef_bench.evaluate.onestep import one_step_check
-    from caef_bench.machines import ALIGNED_OPS, EXECUTOR_OPS
+    from caef_bench.machines import ALIGNED_OPS, EXECUTOR_OPS, LONG_ALIGNED_OPS, LONG_EXECUTOR_OPS
     from caef_bench.train.presets import preset, preset_overrides, run_settings
     from caef_bench.train.recipe import TrainRequest, check_draws, format_summary, run_training
 
@@ -65,7 +66,9 @@ def run(args: argparse.Namespace) -> int:
     request = TrainRequest(
         preset=args.preset, out=Path(args.out), seed=args.seed, base=args.base,
         data=Path(args.data) if args.data else None,
-        executors=ops(args.executors, EXECUTOR_OPS, EXECUTOR_OPS), aligners=ops(args.aligners, ALIGNED_OPS, ALIGNED_OPS),
+        # the long route's adapters train when named; the defaults are the paper's operators
+        executors=ops(args.executors, EXECUTOR_OPS + LONG_EXECUTOR_OPS, EXECUTOR_OPS),
+        aligners=ops(args.aligners, ALIGNED_OPS + LONG_ALIGNED_OPS, ALIGNED_OPS),
         direct=ops(args.direct, ALIGNED_OPS, ()), overrides=preset_overrides(vars(args)),
         time_budget_s=args.time_budget, stop_after_s=args.stop_after,
         # --eval-per-cell 0: no check (the manifest then records none, rather than 0 of 0 as 0%)

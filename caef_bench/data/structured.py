@@ -21,8 +21,9 @@ operator and length class, from the `random.Random` it is given, so a stream see
 Operands are fitted to each operator's shape (`fit`): sub keeps a >= b; mul's b and div's
 quotient are the class's small number (1-15), div's divisor and remainder structured; REFLECTION
 gets 9…9 and a structured b; LEFT_MASK one operand, half of them in SUB's shape (a 1 over a
-difference). Every operand stays inside the class's lengths, so a sampler never asks a tier for
-more digits than it was built for.
+difference); DIGIT_MUL a structured a times the class's digit; LONG_MUL and LONG_DIV two structured
+operands of the class's lengths (a divisor of 0 becomes 1). Every operand stays inside the class's
+lengths, so a sampler never asks a tier for more digits than it was built for.
 """
 
 from __future__ import annotations
@@ -182,7 +183,7 @@ class EqualOperandsSampler(StructuredSampler):
     """a == b (both of the class's first length)."""
 
     kind = "equal"
-    ops = ("add", "sub", "gt", "lt", "eq")
+    ops = ("add", "sub", "gt", "lt", "eq", "long_mul", "long_div")
 
     def operands(self, rng, la, lb):
         a = any_operand(rng, la)
@@ -202,10 +203,11 @@ class OneDigitApartSampler(StructuredSampler):
 
 
 class SmallOperandSampler(StructuredSampler):
-    """b = 0 or b = 1 under a structured or random a (mul: b = 1; div: the divisor 1)."""
+    """b = 0 or b = 1 under a structured or random a (mul: b = 1; div: the divisor 1; DIGIT_MUL: the digit 1;
+    LONG_DIV: the divisor 1)."""
 
     kind = "small"
-    ops = ("add", "sub", "gt", "lt", "eq", "mul", "div")
+    ops = ("add", "sub", "gt", "lt", "eq", "mul", "div", "digit_mul", "long_mul", "long_div")
 
     def operands(self, rng, la, lb):
         return any_operand(rng, la), str(rng.randint(0, 1))
@@ -236,10 +238,15 @@ def fit(op: str, cls: tuple[int, int], sampler: StructuredSampler, rng: random.R
     if op == "reflection":  # 9…9 (a's length) minus a structured b
         _, b = sampler.operands(rng, second, second)
         return 10**first - 1, int(b)
+    if op == "digit_mul":  # class (digits of a, the digit): a structured, b the class's digit (the small kind: 1)
+        a, _ = sampler.operands(rng, first, 1)
+        return int(a), 1 if sampler.kind == "small" else second
     a, b = sampler.operands(rng, first, second)
     a, b = int(a), int(b)
     if op == "sub" and a < b:
         a, b = b, a
+    if op == "long_div":  # the divisor is never 0 (the small kind's 0 or 1: 1)
+        b = max(1, b)
     return a, b
 
 

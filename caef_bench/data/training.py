@@ -4,8 +4,14 @@ Expressions are drawn per equivalence class — (len(a), len(b)) for the
 length-driven operators, (len(a), b) for mul and (len(b), quotient) for div,
 within the protocol's ranges — N per class, from a random stream that depends
 only on (seed, kind, op, class). Problems that appear in the committed test
-sets are never drawn. From each trace the first and last transitions are
-always kept, plus a few random middle ones.
+sets are never drawn.
+
+Schoolbook multiplication and long division (the long route; docs/long-mul-div.md) have classes of
+their own, at the lengths of their test cells: long_mul (len(a), len(b)) up to 50 x 50 digits,
+long_div (len(a), len(b)) up to 100 digits over 20, DIGIT_MUL (len(a), the digit) up to 50 digits
+(LONG_MUL's a) times 1-9. Their aligners write and read the protocol's `a*b=` and `a//b=`.
+
+From each trace the first and last transitions are always kept, plus a few random middle ones.
 
 Stage 2 samples are the bare transition; stage 1 samples (the first few
 expressions of each class) prefix the machine's explanation and one worked
@@ -23,15 +29,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from caef_bench.data.direct import direct_samples
-from caef_bench.data.explanations import stage1_preamble
+from caef_bench.data.explanations import EXPLANATIONS, stage1_preamble
 from caef_bench.data.structured import replace_digit
 from caef_bench.data.testsets import DEFAULT_DATA_DIR, named_rng, render_expr, solve, test_expressions
-from caef_bench.machines import ALIGNED_OPS, EXECUTOR_OPS, OPERATIONS, run
+from caef_bench.machines import ALIGNED_OPS, EXECUTOR_OPS, LONG_ALIGNED_OPS, expression_op, lookup, run
 from caef_bench.machines.text import split_units
 
 KINDS = ("executor", "aligner", "direct")
 MUL_DIV_DIGITS = range(1, 11)  # protocol: mul's a and div's divisor have 1-10 digits
 MUL_DIV_SMALL = range(1, 16)  # protocol: mul's b and div's quotient are in [1, 15]
+LONG_MUL_DIGITS = 50  # long_mul: a and b of 1-50 digits (the mul_50x50 test cell); DIGIT_MUL's a as LONG_MUL's
+LONG_DIV_DIGITS = 100  # long_div: a of 1-100 digits (div_100by10) ...
+LONG_DIV_DIVISOR_DIGITS = 20  # ... over a divisor of 1-20 (div_40by20); a shorter a than b: a quotient of 0
 BALANCE_BOOST = 10  # with --balance a class of width w gets ceil(10 / w) times the expressions
 _JSON = json.JSONEncoder(ensure_ascii=False, check_circular=False)
 UNITS_EVERY = 10  # length statistics read every 10th sample: splitting every text would double the build time
@@ -73,6 +82,14 @@ def classes(op: str, max_len: int) -> list[tuple[int, int]]:
     lengths = range(1, max_len + 1)
     if op in ("mul", "div"):
         return [(digits, small) for digits in MUL_DIV_DIGITS for small in MUL_DIV_SMALL]
+    if op == "digit_mul":  # (digits of a, the digit); LONG_MUL never calls it with 0
+        return [(la, d) for la in range(1, min(LONG_MUL_DIGITS, max_len) + 1) for d in range(1, 10)]
+    if op == "long_mul":
+        sides = range(1, min(LONG_MUL_DIGITS, max_len) + 1)
+        return [(la, lb) for la in sides for lb in sides]
+    if op == "long_div":
+        return [(la, lb) for la in range(1, min(LONG_DIV_DIGITS, max_len) + 1)
+                for lb in range(1, min(LONG_DIV_DIVISOR_DIGITS, max_len) + 1)]
     if op == "left_mask":  # one operand; in SUB it masks a sum of 2..max_len+1 digits
         return [(n, 0) for n in range(1, max_len + 2)]
     if op in ("sub", "reflection"):
@@ -94,7 +111,7 @@ def _digits(rng: random.Random, n: int) -> int:
 
 def draw_operands(op: str, cls: tuple[int, int], rng: random.Random, equal: bool = False) -> tuple[int, int | None]:
     la, lb = cls
-    if op == "mul":
+    if op in ("mul", "digit_mul"):
         return _digits(rng, la), lb
     if op == "div":
         divisor = max(1, _digits(rng, la))
@@ -110,6 +127,9 @@ def draw_operands(op: str, cls: tuple[int, int], rng: random.Random, equal: bool
         return 10 ** (la - 1) + rng.randrange(10 ** (la - 1 - zeros)), None
     if op == "reflection":
         return 10**la - 1, _digits(rng, lb)
+    if op == "long_div":
+        a = _digits(rng, la)
+        return (a, a) if equal else (a, max(1, _digits(rng, lb)))
     a = _digits(rng, la)
     if equal:
         return a, a
@@ -145,6 +165,12 @@ def nines_on_top(rng: random.Random, length: int, few_share: float = 0.0) -> tup
     return a, b
 
 
+def expression(op: str, a, b) -> str | None:
+    """The protocol's expression that op's aligner reads (long_mul's is mul's `a*b=`), or None for an
+    auxiliary machine (reflection, left_mask, digit_mul), which no expression names."""
+    return render_expr(expression_op(op), a, b) if lookup(op).symbol else None
+
+
 def _excluded_expressions() -> set[str]:
     if not DEFAULT_DATA_DIR.is_dir():
         return set()
@@ -161,7 +187,7 @@ def problems_for(op: str, cls: tuple[int, int], config: BuildConfig, kind: str, 
     for equal in equal_flags:
         for _ in range(100):
             a, b = draw_operands(op, cls, rng, equal)
-            if OPERATIONS[op].symbol is None or render_expr(op, a, b) not in excluded:
+            if expression(op, a, b) not in excluded:
                 break
         problems.append((a, b))
     return problems
@@ -179,7 +205,7 @@ def kept_steps(n_transitions: int, middle: int, rng: random.Random) -> list[int]
 
 def executor_samples(op: str, cls, problems, config: BuildConfig) -> Iterator[tuple[int, dict]]:
     """(stage, sample) for the kept transitions of each problem's trace."""
-    machine = OPERATIONS[op].machine
+    machine = lookup(op).machine
     rng = named_rng(config.seed, f"train/steps/{op}/{cls[0]}/{cls[1]}")
     for index, (a, b) in enumerate(problems):
         machine_run = run(op, a, b)
@@ -188,14 +214,14 @@ def executor_samples(op: str, cls, problems, config: BuildConfig) -> Iterator[tu
             meta = {"kind": "executor", "op": op, "machine": machine, "a": str(a), "b": None if b is None else str(b),
                     "step": step, "steps": len(machine_run), "class": list(cls), "problem": index}
             yield 2, {"prompt": source, "completion": target, "meta": meta}
-            if index < config.stage1_per_class:
+            if index < config.stage1_per_class and machine in EXPLANATIONS:  # (none for the long route's yet)
                 yield 1, {"prompt": stage1_preamble(machine) + source, "completion": target, "meta": {**meta, "stage": 1}}
 
 
 def aligner_samples(op: str, cls, problems) -> Iterator[tuple[int, dict]]:
     """Both directions: expression -> start text, and halt text -> expression with its result."""
     for a, b in problems:
-        expr = render_expr(op, a, b)
+        expr = expression(op, a, b)
         machine_run = run(op, a, b)
         meta = {"op": op, "a": str(a), "b": str(b), "class": list(cls)}
         yield 2, {"prompt": expr, "completion": machine_run.start_text(), "meta": {"kind": "aligner_input", **meta}}
@@ -226,7 +252,8 @@ def build(out_dir: str | Path, config: BuildConfig = BuildConfig(), progress: bo
     files: dict[str, FileSummary] = {}
     digests: dict[str, str] = {}
     for kind in config.kinds:
-        ops = [op for op in config.ops if kind == "executor" or op in ALIGNED_OPS]
+        ops = [op for op in config.ops
+               if kind == "executor" or op in ALIGNED_OPS or (kind == "aligner" and op in LONG_ALIGNED_OPS)]
         for op in ops:
             names = {2: f"{kind}_{op}.jsonl", 1: f"{kind}_{op}.stage1.jsonl"}
             handles, hashes = {}, {}

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable, Mapping
 
-from caef_bench.machines import COMPARISON, OPERATIONS
+from caef_bench.machines import COMPARISON, lookup
 from caef_bench.machines.text import COMPOSERS
 
 # The operators each kind of draw is for.
@@ -28,10 +28,11 @@ NINES = ("reflection", "sub", "add")  # the executors whose texts carry REFLECTI
 WIDE = ("add", "left_mask")  # the callees of SUB whose fields reach max_len + 1 cells
 DECIDED_AT_TOP = ("gt", "lt")  # the comparisons that read every digit pair up to the top one
 CALLERS = {"add": ("sub", "mul"), "gt": ("div",)}  # the composers whose calls an executor's draws take
+LONG_CALLERS = {"add": ("long_mul", "long_div"), "reflection": ("long_div",)}  # ... and the long route's
 # Equal and one-digit-apart pairs: for sub such a pair has a difference with leading zeros (all zeros
 # when equal), which left_mask erases and SUB must return as they are.
 PAIRED = COMPARISON + ("sub",)
-OWN_LENGTHS = ("mul", "div", "left_mask")  # classes of their own: the length shares pass them over
+OWN_LENGTHS = ("mul", "div", "left_mask", "digit_mul")  # classes of their own: the length shares pass them over
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,8 @@ SHARES = {share.name: share for share in (
     Share("composer_calls", "draws", _executors(tuple(CALLERS)), "the calls SUB, MUL and DIV runs make"),
     Share("carry_in", "draws", _executors(("add",)), "ADD's steps whose next state holds a carry of 1"),
     Share("carry_to_ten", "draws", _executors(("add",)), "ADD's steps whose digit pair and carry of 1 make 10"),
+    Share("long_calls", "draws", _executors(tuple(LONG_CALLERS)),
+          "the calls LONG_MUL and LONG_DIV runs make (ADD on partial products and zero-topped remainders)"),
     # operand kinds of the protocol's draw (what is left of the draws: random operands)
     Share("structured", "draws", lambda kind, op: True,
           "structured operands: runs of one digit, round numbers, periodic patterns, a == b, ... (data.structured)"),
@@ -70,8 +73,8 @@ SHARES = {share.name: share for share in (
     Share("long", "class draws", lambda kind, op: op not in OWN_LENGTHS, "a longer operand above 50 digits"),
     Share("longest", "class draws", lambda kind, op: op not in OWN_LENGTHS,
           "two operands of the longest length drawn (max_len, or the curriculum's)"),
-    Share("returns", "class draws", lambda kind, op: kind == "executor" and OPERATIONS[op].machine in COMPOSERS,
-          "the steps reading a callee's halt state (sub, mul, div)"),
+    Share("returns", "class draws", lambda kind, op: kind == "executor" and lookup(op).machine in COMPOSERS,
+          "the steps reading a callee's halt state (sub, mul, div, long_mul, long_div)"),
     Share("structured_long", "structured draws", lambda kind, op: op not in ("mul", "div"),
           "two operands of one length above 50 digits"),
     Share("nines_long", "nines draws", _executors(NINES), "a subtraction above 50 digits"),
@@ -79,7 +82,7 @@ SHARES = {share.name: share for share in (
           "structured operands, half at any step (and SUB's draws take both its ADD calls)"),
 )}
 SAMPLERS = ("nines", "top_steps", "wide", "sub_calls", "deciding_steps", "top_runs", "carry_runs", "composer_calls",
-            "carry_in", "carry_to_ten")
+            "carry_in", "carry_to_ten", "long_calls")
 OPERANDS = ("structured", "same", "near")
 LENGTHS = ("equal", "short", "long")
 

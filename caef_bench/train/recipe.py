@@ -21,7 +21,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from caef_bench.machines import ALIGNED_OPS, EXECUTOR_OPS
+from caef_bench.data.explanations import EXPLANATIONS
+from caef_bench.machines import ALIGNED_OPS, EXECUTOR_OPS, LONG_OPERATIONS, lookup
 from caef_bench.models.names import adapter_name
 from caef_bench.train.loop import CPU_FAST_MIN_HIDDEN, RunOptions, RunPlan, describe_device, train
 from caef_bench.train.presets import Preset, preset
@@ -146,8 +147,8 @@ def _source(request: TrainRequest, kind: str, op: str, stage: int):
         name = f"{kind}_{op}.stage1.jsonl" if stage == 1 else f"{kind}_{op}.jsonl"
         path = request.data / name
         return FileSource([path], request.seed) if path.exists() else None
-    if stage == 1 and kind != "executor":
-        return None  # explanations exist for the machines only
+    if stage == 1 and (kind != "executor" or lookup(op).machine not in EXPLANATIONS):
+        return None  # explanations exist for the paper's machines only
     if kind == "direct" and recipe.direct_draw != "classes":
         return DirectSource(op, recipe.direct_draw, request.seed + stage, recipe.max_len)  # the CAEF adapters' lengths
     return MachineSource([(kind, op)], recipe.max_len, request.seed + stage, stage=stage, mix=recipe.mix)
@@ -479,7 +480,8 @@ def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, comma
     complete = all(stage["complete"] for stage in stages.values())
     # (an adapter cut short by a time budget is measured when a later call finishes it: a one-step check at
     # the end of every chunk of a long CPU run would cost minutes a chunk and measure weights still moving)
-    checked = request.one_step_check is not None and kind != "direct" and complete
+    # (the long route's adapters have no one-step cells yet: evaluate.onestep's are the paper's operators')
+    checked = request.one_step_check is not None and kind != "direct" and complete and op not in LONG_OPERATIONS
     # (on the test cells of operands it was trained for: a CPU-sized adapter of 1-10 digits on 100-digit steps
     # measures nothing it was asked to learn, at minutes a step)
     accuracy = request.one_step_check(peft_model, codec, kind, op, max_len=recipe.max_len) if checked else None

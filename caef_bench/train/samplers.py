@@ -16,9 +16,9 @@ from typing import Callable
 
 from caef_bench.data.structured import replace_digit, structured_pair
 from caef_bench.data.testsets import render_expr
-from caef_bench.data.training import draw_operands, nines_on_top
+from caef_bench.data.training import draw_operands, expression, nines_on_top
 from caef_bench.machines import OPERATIONS, run
-from caef_bench.train.mix import CALLERS
+from caef_bench.train.mix import CALLERS, LONG_CALLERS
 
 SHORT = 10  # "short" operands: at most this many digits
 LONG = 50  # "long" operands: more than this many digits
@@ -277,9 +277,33 @@ def _add_step_where(source, op: str, rng: random.Random, longest: int | None, ch
     return source.transition(op, machine_run, rng.choice(steps), meta)
 
 
+def long_calls(source, op: str, rng: random.Random, longest: int | None, chances) -> dict:
+    """A step of the calls schoolbook multiplication and long division make (the long route,
+    docs/long-mul-div.md): ADD on LONG_MUL's running high part and a partial product, ADD on LONG_DIV's
+    remainder, kept with zeros on top (`|2|0`), and b's ten's complement, and REFLECTION making that
+    complement. The paper's operators never give ADD such operands (a remainder of w cells whose top is
+    0, a sum whose carry out says whether the remainder was at least b). Operands of the composer's own
+    classes (up to 50 x 50 digits, and 100 over 20), half of them structured; any step of a call."""
+    composer = rng.choice(LONG_CALLERS[op])
+    allowed = source.classes(composer, longest)
+    while True:
+        cls = rng.choice(allowed)
+        if rng.random() < 0.5:
+            _, (a, b) = structured_pair(rng, composer, cls)
+        else:
+            a, b = draw_operands(composer, cls, rng)
+        if expression(composer, a, b) in source.excluded:
+            continue
+        calls = calls_of(op, composer, a, b)
+        if calls:
+            break
+    callee = rng.choice(calls)
+    return call_transition(op, composer, a, b, callee, rng.randint(0, len(callee) - 1), long_call=True)
+
+
 # Each sampler by its share's name (train.mix.SHARES says which executors it draws for and what of),
 # in the order an adapter's draw rolls for them: the shipped draws depend on it.
 REGISTRY: dict[str, Callable[..., dict]] = {
     "nines": nines, "top_steps": top_steps, "wide": wide, "sub_calls": sub_calls, "deciding_steps": deciding_steps,
     "top_runs": top_runs, "carry_runs": carry_runs, "composer_calls": composer_calls, "carry_in": carry_in,
-    "carry_to_ten": carry_to_ten}
+    "carry_to_ten": carry_to_ten, "long_calls": long_calls}

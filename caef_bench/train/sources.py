@@ -16,8 +16,8 @@ from caef_bench.data.direct import direct_prompt
 from caef_bench.data.explanations import stage1_preamble
 from caef_bench.data.structured import structured_pair
 from caef_bench.data.testsets import named_rng, render_expr, solve
-from caef_bench.data.training import change_one_digit, classes, draw_operands
-from caef_bench.machines import OPERATIONS, run
+from caef_bench.data.training import change_one_digit, classes, draw_operands, expression
+from caef_bench.machines import lookup, run
 from caef_bench.train import mix as mixes
 from caef_bench.train.samplers import LONG, REGISTRY, SHORT
 
@@ -88,7 +88,9 @@ class MachineSource:
         """op's classes within the curriculum's longest operand (mul and div have their own), of a pool."""
         allowed = self._allowed.get((op, longest, pool))
         if allowed is None:
-            allowed = [c for c in classes(op, self.max_len) if longest is None or op in ("mul", "div") or max(c) <= longest]
+            # (DIGIT_MUL's class is (digits of a, the digit): its a grows with the curriculum)
+            allowed = [c for c in classes(op, self.max_len) if longest is None or op in ("mul", "div")
+                       or (c[0] if op == "digit_mul" else max(c)) <= longest]
             if pool == "equal":
                 allowed = [c for c in allowed if c[0] == c[1]]
             elif pool == "short":
@@ -123,7 +125,7 @@ class MachineSource:
         machine's explanation. meta gets the step (where it already names one, in its place)."""
         source, target = machine_run.transition(step)
         if self.stage == 1:
-            source = stage1_preamble(OPERATIONS[op].machine) + source
+            source = stage1_preamble(lookup(op).machine) + source
         return {"prompt": source, "completion": target, "meta": {**meta, "step": step}}
 
     def sample(self, rng: random.Random, longest: int | None = None) -> dict:
@@ -159,7 +161,7 @@ class MachineSource:
                 b, changed = (a, None) if pair == "same" else change_one_digit(a, rng)
                 if op == "sub":  # a difference with leading zeros, not a deciding step
                     a, b, changed = max(a, b), min(a, b), None
-            if OPERATIONS[op].symbol is None or render_expr(op, a, b) not in self.excluded:
+            if expression(op, a, b) not in self.excluded:
                 break
         machine_run = run(op, a, b) if kind != "direct" else None
         meta = {"kind": kind, "op": op, "a": str(a), "b": None if b is None else str(b)}
@@ -167,10 +169,10 @@ class MachineSource:
             meta["structured"] = structured_kind
         if kind == "direct":
             return {"prompt": direct_prompt(render_expr(op, a, b), op), "completion": solve(op, a, b), "meta": meta}
-        if kind == "aligner":
+        if kind == "aligner":  # (long_mul's and long_div's expressions are mul's and div's: `a*b=`, `a//b=`)
             if rng.random() < 0.5:
-                return {"prompt": render_expr(op, a, b), "completion": machine_run.start_text(), "meta": meta}
-            return {"prompt": machine_run.text(-1), "completion": render_expr(op, a, b) + solve(op, a, b), "meta": meta}
+                return {"prompt": expression(op, a, b), "completion": machine_run.start_text(), "meta": meta}
+            return {"prompt": machine_run.text(-1), "completion": expression(op, a, b) + solve(op, a, b), "meta": meta}
         last = len(machine_run) - 1
         roll = rng.random()
         step = 0 if roll < self.edge_weight / 2 else last if roll < self.edge_weight else rng.randint(0, last)

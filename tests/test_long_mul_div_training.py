@@ -1,0 +1,137 @@
+"""Training draws for the long route's adapters (docs/long-mul-div.md): executor_digit_mul, executor_long_mul,
+executor_long_div, aligner_long_mul, aligner_long_div. A smoke test, no training: a handful of samples from
+the data build's generators and from the training stream, each one the machines' own transition (or
+conversion) that parses and renders back byte for byte, at the test cells' lengths and with the
+structured operand classes among them; and `caef-bench train` takes the long adapters by name.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from caef_bench.data import testsets
+from caef_bench.data.training import (BuildConfig, aligner_samples, classes, draw_operands, executor_samples,
+                                      expression, problems_for)
+from caef_bench.machines import next_text, parse, render, result, run
+from caef_bench.models.codec import CaefCodec
+from caef_bench.models.positions import position_ids
+from caef_bench.train import mix as mixes
+from caef_bench.train.presets import preset
+from caef_bench.train.sources import MachineSource
+
+LONG_ADAPTERS = [("executor", "digit_mul"), ("executor", "long_mul"), ("executor", "long_div"),
+                 ("aligner", "long_mul"), ("aligner", "long_div")]
+
+
+def _is_the_machines_own(kind: str, op: str, sample: dict) -> None:
+    prompt, completion = sample["prompt"], sample["completion"]
+    assert next_text(kind, op, prompt) == completion
+    for text in (prompt, completion):
+        if "\n" in text:  # a state and its command (aligner (I)'s expression and (O)'s answer are one line)
+            assert render(parse(text)) == text
+
+
+def test_the_classes_reach_the_test_cells_lengths():
+    assert max(classes("long_mul", 100)) == (50, 50) and (20, 20) in classes("long_mul", 100)
+    assert {(40, 20), (100, 10), (3, 20)} <= set(classes("long_div", 100))
+    assert max(classes("long_div", 100)) == (100, 20)
+    assert set(classes("digit_mul", 100)) == {(la, d) for la in range(1, 51) for d in range(1, 10)}
+    assert max(classes("long_mul", 10)) == (10, 10) and max(classes("long_div", 10)) == (10, 10)  # a short tier's
+    rng = testsets.named_rng(0, "test/long/draws")
+    for _ in range(200):
+        a, b = draw_operands("long_div", (1, 1), rng)
+        assert b >= 1
+    assert expression("long_mul", 946, 15) == "946*15=" and expression("long_div", 22, 5) == "22//5="
+    assert expression("digit_mul", 946, 7) is None
+    row = testsets.load_cell("mul_20x20")[0]  # the long test cells' problems are held out of training
+    assert expression("long_mul", int(row["a"]), int(row["b"])) in testsets.test_expressions()
+
+
+@pytest.mark.parametrize("op, cls", [("digit_mul", (50, 9)), ("digit_mul", (3, 1)), ("long_mul", (50, 50)),
+                                     ("long_mul", (20, 3)), ("long_div", (100, 10)), ("long_div", (40, 20)),
+                                     ("long_div", (5, 20))])
+def test_the_data_builds_samples_are_the_machines_own(op, cls):
+    config = BuildConfig(per_class=2, middle=2, ops=(op,))
+    problems = problems_for(op, cls, config, "executor", set(testsets.test_expressions()))
+    assert [(len(str(a)), len(str(b)) if op != "digit_mul" else b) for a, b in problems] == [cls] * 2
+    samples = [sample for stage, sample in executor_samples(op, cls, problems, config)]
+    assert len(samples) >= 4 and all(stage == 2 for stage, _ in executor_samples(op, cls, problems, config))
+    for sample in samples:
+        _is_the_machines_own("executor", op, sample)
+    if op != "digit_mul":
+        aligned = [sample for _, sample in aligner_samples(op, cls, problems)]
+        assert aligned[0]["prompt"] == expression(op, *problems[0])
+        assert aligned[1] == {"prompt": run(op, *problems[0]).text(-1),
+                              "completion": expression(op, *problems[0]) + str(result(op, *problems[0])),
+                              "meta": aligned[1]["meta"]}
+        for sample in aligned:
+            _is_the_machines_own("aligner", op, sample)
+
+
+def test_the_training_stream_draws_the_long_adapters_samples():
+    """The tiny preset's mix (these adapters have no plan of their own yet) with structured operands."""
+    mix = {**preset("tiny").mix, "structured": 0.4}
+    source = MachineSource(LONG_ADAPTERS, 100, seed=5, mix=mix, excluded=frozenset(testsets.test_expressions()))
+    samples = source.batch(0, 60)
+    codec = CaefCodec("coupled-hints")
+    seen, structured = set(), set()
+    for sample in samples:
+        meta = sample["meta"]
+        kind, op = meta["kind"], meta["op"]
+        seen.add((kind, op))
+        _is_the_machines_own(kind, op, sample)
+        a, b = int(meta["a"]), int(meta["b"])
+        if op == "long_mul":
+            assert len(str(a)) <= 50 and len(str(b)) <= 50
+        elif op == "long_div":
+            assert len(str(a)) <= 100 and 1 <= b and len(str(b)) <= 20
+        else:
+            assert len(str(a)) <= 50 and 1 <= b <= 9
+        structured.add(meta.get("structured"))
+        ids = codec.prompt_ids(sample["prompt"]) + codec.completion_ids(sample["completion"])
+        assert len(position_ids(ids, codec.scheme)) == len(ids)
+    assert seen == set(LONG_ADAPTERS)
+    assert len(structured - {None}) >= 3  # runs, round numbers, equal operands, ... among the draws
+    assert source.batch(0, 60) == samples  # batch k is a function of (seed, k)
+
+
+def test_the_long_calls_share_draws_add_and_reflection_from_the_long_composers():
+    source = MachineSource([("executor", "add"), ("executor", "reflection")], 100, seed=2, mix={"long_calls": 1.0})
+    samples = source.batch(0, 12)
+    assert {s["meta"]["caller"] for s in samples} <= {"long_mul", "long_div"}
+    assert all(s["meta"]["long_call"] for s in samples)
+    for sample in samples:
+        _is_the_machines_own("executor", sample["meta"]["op"], sample)
+    assert mixes.SHARES["long_calls"].applies("executor", "add")
+    assert not mixes.SHARES["long_calls"].applies("executor", "long_mul")
+    assert mixes.SHARES["returns"].applies("executor", "long_div")  # the composers' steps after a call
+    assert not mixes.SHARES["equal"].applies("executor", "digit_mul")  # its classes are (digits, the digit)
+
+
+def test_the_train_command_takes_the_long_adapters(tmp_path, monkeypatch):
+    """docs/long-mul-div.md's `caef-bench train ... --executors digit_mul,long_mul,long_div --aligners
+    long_mul,long_div` gets as far as training (stubbed here): the names are known, each adapter's draws
+    can be made with its mix, stage 1 is skipped."""
+    from caef_bench.cli import main
+    from caef_bench.train import recipe
+
+    asked = {}
+
+    def training(request):
+        asked["request"] = request
+        return {"seconds": 0.0, "adapters": {}, "stopped": None}
+
+    monkeypatch.setattr(recipe, "run_training", training)
+    out = tmp_path / "long"
+    assert main(["train", "--preset", "tiny", "--base", "checkpoints/tiny/base",
+                 "--set", "position_scheme=coupled-hints",
+                 "--executors", "digit_mul,long_mul,long_div", "--aligners", "long_mul,long_div",
+                 "--share", "structured=0.4", "--out", str(out)]) == 0
+    request = asked["request"]
+    assert request.overrides["position_scheme"] == "coupled-hints"
+    assert request.recipe_for("executor", "long_mul").mix["structured"] == 0.4
+    assert (request.executors, request.aligners) == (("digit_mul", "long_mul", "long_div"), ("long_mul", "long_div"))
+    for kind, op in LONG_ADAPTERS:
+        assert recipe._source(request, kind, op, 1) is None  # no explanation of these machines
+        stream = recipe._source(request, kind, op, 2)
+        _is_the_machines_own(kind, op, stream.batch(0, 1)[0])

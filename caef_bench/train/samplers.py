@@ -230,16 +230,23 @@ def composer_calls(source, op: str, rng: random.Random, longest: int | None, cha
     inside DIV). Their operands are rare in random draws: MUL's first call adds a to itself, SUB's
     last adds 1 to a long sum, DIV compares a remainder with the divisor."""
     composer = rng.choice(CALLERS[op])
+    return _a_call_step(source, op, composer, rng, longest, lambda cls: draw_operands(composer, cls, rng))
+
+
+def _a_call_step(source, op: str, composer: str, rng: random.Random, longest: int | None,
+                 draw: Callable[[tuple[int, int]], tuple[int, int]], **meta) -> dict:
+    """Any step of one of the calls of op's machine that a composer run makes, on the operands `draw`
+    gives for one of the composer's classes (drawn again while they are held out or make no such call)."""
     allowed = source.classes(composer, longest)
     while True:
-        a, b = draw_operands(composer, rng.choice(allowed), rng)
-        if render_expr(composer, a, b) in source.excluded:
+        a, b = draw(rng.choice(allowed))
+        if expression(composer, a, b) in source.excluded:
             continue
         calls = calls_of(op, composer, a, b)
         if calls:
             break
     callee = rng.choice(calls)
-    return call_transition(op, composer, a, b, callee, rng.randint(0, len(callee) - 1))
+    return call_transition(op, composer, a, b, callee, rng.randint(0, len(callee) - 1), **meta)
 
 
 def carry_in(source, op: str, rng: random.Random, longest: int | None, chances) -> dict:
@@ -285,20 +292,11 @@ def long_calls(source, op: str, rng: random.Random, longest: int | None, chances
     0, a sum whose carry out says whether the remainder was at least b). Operands of the composer's own
     classes (up to 50 x 50 digits, and 100 over 20), half of them structured; any step of a call."""
     composer = rng.choice(LONG_CALLERS[op])
-    allowed = source.classes(composer, longest)
-    while True:
-        cls = rng.choice(allowed)
-        if rng.random() < 0.5:
-            _, (a, b) = structured_pair(rng, composer, cls)
-        else:
-            a, b = draw_operands(composer, cls, rng)
-        if expression(composer, a, b) in source.excluded:
-            continue
-        calls = calls_of(op, composer, a, b)
-        if calls:
-            break
-    callee = rng.choice(calls)
-    return call_transition(op, composer, a, b, callee, rng.randint(0, len(callee) - 1), long_call=True)
+
+    def draw(cls: tuple[int, int]) -> tuple[int, int]:
+        return structured_pair(rng, composer, cls)[1] if rng.random() < 0.5 else draw_operands(composer, cls, rng)
+
+    return _a_call_step(source, op, composer, rng, longest, draw, long_call=True)
 
 
 # Each sampler by its share's name (train.mix.SHARES says which executors it draws for and what of),

@@ -20,15 +20,17 @@ def register(commands) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from caef_bench.evaluate.suites import solve_expression
-    from caef_bench.machines import parse_expression, typed_expression
-    from caef_bench.models.limits import check_supported, windowing
+    from caef_bench.machines import parse_expression, routed
+    from caef_bench.models.limits import supported_problem, windowing
 
     from .common import step_model
 
-    check_supported(args.tier, args.expr)  # bad input, or operands the tier was not built for, fail here
-    expression = parse_expression(typed_expression(args.expr))
-    model = step_model(args, ops=[expression.op])  # and an operator it has no adapters for
-    record, correct = solve_expression(model, args.expr, windowing(args.tier))
+    # bad input, or operands the tier was not built for, fail here; mul and div past the paper's limits
+    # take the long route where the tier's limits and adapters have it (asked of the adapters only then)
+    expr, route = supported_problem(args.tier, args.expr, lambda: _adapters(args))
+    expression = parse_expression(expr)
+    model = step_model(args, ops=[routed(expression.op, route)])  # and an operator it has no adapters for
+    record, correct = solve_expression(model, args.expr, windowing(args.tier), route)
     if args.trace:
         for i, step in enumerate(record.steps, 1):
             indent = "    " * step.depth
@@ -45,3 +47,17 @@ def run(args: argparse.Namespace) -> int:
     how = f", a window at a time past {windowing(args.tier).past} digits" if record.windowed else ""
     print(f"{record.n_steps} model calls{how}, {cost}, {record.seconds:.2f} s", file=sys.stderr)
     return 0 if correct else 1
+
+
+def _adapters(args: argparse.Namespace):
+    """The adapters the model `solve` is about to run has, before it loads: the tier's folder on disk, or
+    what the server at --base-url lists (None: a bare base, or a server that lists none)."""
+    if args.backend == "openai":
+        if not args.base_url:
+            return None  # step_model says what is missing
+        from caef_bench.runtime.endpoint import EndpointStepModel
+
+        return EndpointStepModel(args.base_url).available_adapters
+    from caef_bench.models.loading import available_adapters, tier_with_checkpoints
+
+    return available_adapters(tier_with_checkpoints(args.tier, args.checkpoints))

@@ -22,8 +22,9 @@ import lm_eval.models  # noqa: F401  (lm-eval's own models first: registering be
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
-from caef_bench.machines import parse_expression, typed_expression
-from caef_bench.models.limits import BeyondTierError, check_lengths, check_within_tier, measuring_to, windowing
+from caef_bench.machines import parse_expression, routed, typed_expression
+from caef_bench.models.limits import (BeyondTierError, check_lengths, check_within_tier, long_route_adapters, measuring_to,
+                                      windowing)
 from caef_bench.runtime.backends import check_operators
 
 
@@ -78,6 +79,9 @@ class CaefLM(_NoLoglikelihood, LM):
     this many digits; the results' config says so), max_in_flight (at most this many problems solved
     together; the others join as they finish, so that a long run's records grow as it goes and an
     interrupted one resumes from them rather than from nothing).
+    mul and div past the paper's limits run on the long route (schoolbook multiplication, long division;
+    docs/long-mul-div.md) where the tier's limits give the long route's lengths and the model has its
+    adapters (models.limits.route_within_tier); get_model_info says which routes it can take.
     All of one call's problems (or max_in_flight of them) are solved together, batching each step's model
     calls across problems.
     """
@@ -111,14 +115,30 @@ class CaefLM(_NoLoglikelihood, LM):
             write_weights(self.records.parent, weights, adapters, source)
 
     def get_model_info(self) -> dict:
-        """What lm-eval puts in its results' config: the tier, its weights, and how it runs long operands
-        (each windowed problem's record says so as well)."""
+        """What lm-eval puts in its results' config: the tier, its weights, how it runs long operands
+        (each windowed problem's record says so as well) and the routes its mul and div can take (each
+        long-route problem's record says `route: long`)."""
         shape = windowing(self.tier)
         return {"caef_tier": self.tier, "caef_weights": getattr(self.checked_model, "fingerprint", None),
                 "caef_windowing": None if shape is None else {
                     "ops": list(shape.ops), "past_digits": shape.past, "width": shape.width, "back": shape.back,
                     "chunk": shape.chunk, "up_to_digits": self.limits.windowed_digits,
-                    "measured_to": self.limits.windowed_measured}}
+                    "measured_to": self.limits.windowed_measured},
+                "caef_routes": self.routes()}
+
+    def routes(self) -> dict:
+        """{"paper": the paper's mul/div limits, "long": {op: the long route's limits}} for the operators
+        this tier's limits give a long route and this model has its adapters for (none: no "long")."""
+        limits = self.limits
+        paper = {"mul": {"a_digits": limits.small_digits, "b_at_most": limits.small_factor},
+                 "div": {"divisor_digits": limits.small_digits, "quotient_at_most": limits.small_factor}}
+        available = getattr(self.checked_model, "available_adapters", None)
+        long = {}
+        for op in ("mul", "div"):
+            digits = limits.long_digits(op)
+            if digits is not None and (available is None or set(long_route_adapters(op)) <= set(available)):
+                long[op] = {"a_digits": digits[0], "b_digits": digits[1], "measured_to": limits.long_measured}
+        return {"paper": paper, **({"long": long} if long else {})}
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         from caef_bench.runtime import Problem, load_records, solve_batch, solve_to_file
@@ -138,9 +158,12 @@ class CaefLM(_NoLoglikelihood, LM):
                       file=sys.stderr)
                 answers[index] = ""
                 continue
-            check_within_tier(self.tier, expression, self.limits)  # beyond the tier's operands: stop before solving anything
-            check_operators(self.checked_model, self.tier, [expression.op])  # and an operator it has no adapters for
-            problem = problems.setdefault(problem_id(expr), Problem(problem_id(expr), expr))
+            # beyond the tier's operands: stop before solving anything (mul and div past the paper's limits: the
+            # long route, where the tier's limits and this model's adapters have it)
+            route = check_within_tier(self.tier, expression, self.limits,
+                                      lambda: getattr(self.checked_model, "available_adapters", None))
+            check_operators(self.checked_model, self.tier, [routed(expression.op, route)])  # and adapters it lacks
+            problem = problems.setdefault(problem_id(expr), Problem(problem_id(expr), expr, route=route))
             waiting.setdefault(problem.id, []).append(index)
 
         def finished(record) -> None:  # each answer into lm-eval's request cache (--use_cache) as it comes

@@ -31,14 +31,15 @@ def cell_problems(cell: str, limit: int | None) -> list[dict]:
     return problems[:limit] if limit else problems
 
 
-def solve_expression(model, expr: str, windowing=None):
+def solve_expression(model, expr: str, windowing=None, route: str = "paper"):
     """One expression as a person types it ("12 + 34": run as 12+34=), traced; its target is the
     machines' answer. Returns the record and whether it is right, by the rule every system is scored by.
-    windowing: how the tier runs ADD and the comparisons past its whole states (models.limits.windowing)."""
+    windowing: how the tier runs ADD and the comparisons past its whole states (models.limits.windowing);
+    route: the machines that answer it (runtime.Problem.route; models.limits.route_within_tier picks it)."""
     expr = typed_expression(expr)
     expression = parse_expression(expr)
-    record = solve_batch([Problem("cli", expr, str(result(expression.op, expression.a, expression.b)))], model,
-                         mode="traced", windowing=windowing)[0]
+    record = solve_batch([Problem("cli", expr, str(result(expression.op, expression.a, expression.b)), route=route)],
+                         model, mode="traced", windowing=windowing)[0]
     return record, is_correct(record)
 
 

@@ -6,6 +6,12 @@ Beyond them a model is not wrong by chance but by construction: on the tiny tier
 operand leaves the 128 position ids each tape field has, and aligner (I) writes a start state the
 executors cannot read. So `solve`, `run` and the `caef` lm-eval model refuse such an expression
 with one line naming the tier and the limit, instead of printing "unparseable" after a run.
+
+Past the paper's mul and div limits a tier may take the long route (schoolbook multiplication and long
+division, LONG_MUL and LONG_DIV; docs/long-mul-div.md): where its file's `limits` give the long route's
+lengths (`long_mul_digits`; `long_div_digits` with `long_divisor_digits`, as measured) and its adapters
+include the long route's (`long_route_adapters`), `a*b=` and `a//b=` past the paper's limits and within
+those run on LONG_MUL and LONG_DIV (`route_within_tier`). A tier without them refuses as before.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from caef_bench.machines import Expression, operand_texts, parse_expression, typed_expression
+from caef_bench.machines import ROUTES, Expression, operand_texts, parse_expression, routed, typed_expression
 from caef_bench.models.names import operator_adapters, split_adapter_name
 from caef_bench.models.tiers import TIER_FILES, TierFile, checked
 
@@ -60,6 +66,36 @@ class OperandLimits:
     windowed_digits: int = 0
     windowing: Windowing | None = None  # how (None: never)
     windowed_measured: str = ""  # the report of the longest windowed runs measured
+    # The long route past the paper's mul and div limits, where measured (0: no long route for that operator):
+    # mul's two factors of at most long_mul_digits digits each (LONG_MUL); div's dividend of at most
+    # long_div_digits digits over a divisor of at most long_divisor_digits (LONG_DIV; both or neither).
+    long_mul_digits: int = 0
+    long_div_digits: int = 0
+    long_divisor_digits: int = 0
+    long_measured: str = ""  # the report of the longest long-route runs measured
+
+    def long_digits(self, op: str) -> tuple[int, int] | None:
+        """The most digits of (a, b) that `op` (mul, div) takes on the long route, or None where this tier
+        has no long route for it."""
+        if op == "mul" and self.long_mul_digits:
+            return self.long_mul_digits, self.long_mul_digits
+        if op == "div" and self.long_div_digits:
+            return self.long_div_digits, self.long_divisor_digits
+        return None
+
+    def long_limit(self, op: str) -> str:
+        """The long route's limit for `op` in words ("" where it has none)."""
+        digits = self.long_digits(op)
+        if digits is None:
+            return ""
+        if op == "mul":
+            return f"on the long route factors of at most {digits[0]} digits each"
+        return f"on the long route a dividend of at most {digits[0]} digits over a divisor of at most {digits[1]}"
+
+    def within_long_route(self, op: str, a: int, b: int) -> bool:
+        """Whether `a op b` is within the long route's limits (False where the tier has no long route for op)."""
+        digits = self.long_digits(op)
+        return digits is not None and len(str(a)) <= digits[0] and len(str(b)) <= digits[1]
 
     @property
     def windowed_ops(self) -> tuple[str, ...]:
@@ -78,7 +114,8 @@ class OperandLimits:
         bounded by value; at most two digits)."""
         if op in LENGTH_OPS:
             return self.windowed_digits if self.runs_windowed(op) else self.max_digits
-        return self.small_digits + (len(str(self.small_factor)) if op == "div" else 0)
+        paper = self.small_digits + (len(str(self.small_factor)) if op == "div" else 0)
+        return max(paper, *(self.long_digits(op) or (0,)))
 
     def length_problem(self, op: str, longest: int) -> str | None:
         """What is out of range for operands of `op` whose longer one has `longest` digits, or None."""
@@ -89,19 +126,34 @@ class OperandLimits:
         return f"{op} operands of at most {limit} digits{how} (got {longest})"
 
     def problem(self, op: str, a: int, b: int) -> str | None:
-        """What is out of range for `a op b`, or None when it is within the limits."""
+        """What is out of range for `a op b` on the paper's route, or None when it is within the limits
+        (`route` says whether the long route takes what the paper's does not)."""
         if op in LENGTH_OPS:
             return self.length_problem(op, max(len(str(a)), len(str(b))))
+        long = self.long_limit(op)
         if op == "mul":
             if len(str(a)) > self.small_digits or b > self.small_factor:
+                if long:  # b's value may be 50 digits long: its length, as a's
+                    return (f"mul with a of at most {self.small_digits} digits and b at most {self.small_factor}, "
+                            f"or {long} (got a of {_digits(a)} and b of {_digits(b)})")
                 return (f"mul with a of at most {self.small_digits} digits and b at most {self.small_factor} "
                         f"(got a of {_digits(a)} and b={b})")
         elif op == "div":
             quotient = a // b if b else 0
             if len(str(b)) > self.small_digits or quotient > self.small_factor:
+                if long:
+                    return (f"div with a divisor of at most {self.small_digits} digits and a quotient at most "
+                            f"{self.small_factor}, or {long} (got a of {_digits(a)} and a divisor of {_digits(b)})")
                 return (f"div with a divisor of at most {self.small_digits} digits and a quotient at most "
                         f"{self.small_factor} (got a divisor of {_digits(b)} and quotient {quotient})")
         return None
+
+    def route(self, op: str, a: int, b: int) -> str | None:
+        """The route `a op b` runs on by these limits: "paper" within the paper's, "long" past them and
+        within the long route's; None beyond both (`problem` says what)."""
+        if self.problem(op, a, b) is None:
+            return "paper"
+        return "long" if op in ROUTES["long"] and self.within_long_route(op, a, b) else None
 
 
 # Operands of mul and div up to this many digits are read as numbers before their limits are checked
@@ -121,7 +173,16 @@ def _limits(tier: TierFile) -> OperandLimits:
         if not set(shape.ops) <= set(WINDOWED_OPS):
             raise ValueError(f"{tier.path}: windowing runs {', '.join(WINDOWED_OPS)} only (got {', '.join(shape.ops)})")
         values["windowing"] = replace(shape, ops=tuple(shape.ops))
-    return checked(OperandLimits, values, tier.path, "limits")
+    limits = checked(OperandLimits, values, tier.path, "limits")
+    long = (limits.long_mul_digits, limits.long_div_digits, limits.long_divisor_digits)
+    if any(n < 0 or n > READABLE_DIGITS for n in long):
+        raise ValueError(f"{tier.path}: the long route's limits are 0 (none) to {READABLE_DIGITS} digits (got {long})")
+    if bool(limits.long_div_digits) != bool(limits.long_divisor_digits):
+        raise ValueError(f"{tier.path}: long_div_digits and long_divisor_digits go together (the dividend's and the "
+                         f"divisor's longest on the long route)")
+    if (limits.long_mul_digits or limits.long_div_digits) and not limits.long_measured:
+        raise ValueError(f"{tier.path}: a long route's limits name where they were measured (long_measured)")
+    return limits
 
 
 # What each tier takes, and how it runs past that: its file's `limits` (caef_bench/models/tiers/, where each
@@ -166,22 +227,57 @@ def check_lengths(tier: str, text: str, limits: OperandLimits | None = None) -> 
         _refuse(tier, limits, op, problem, text)
 
 
-def check_supported(tier: str, expr: str) -> str:
+def check_supported(tier: str, expr: str, adapters=None) -> str:
     """The expression a person typed as the template ("12 + 34" -> "12+34="); BeyondTierError (or
-    parse_expression's ValueError, one line) unless the tier can run it."""
+    parse_expression's ValueError, one line) unless the tier can run it. `adapters`: as route_within_tier's."""
+    return supported_problem(tier, expr, adapters)[0]
+
+
+def supported_problem(tier: str, expr: str, adapters=None, limits: OperandLimits | None = None) -> tuple[str, str]:
+    """(the expression a person typed as the template, the route it runs on: `route_within_tier`);
+    BeyondTierError (or parse_expression's ValueError, one line) unless the tier can run it."""
     text = typed_expression(expr)
-    check_lengths(tier, text)
+    check_lengths(tier, text, limits)
     expression = parse_expression(text)
-    check_within_tier(tier, expression)
-    return str(expression)
+    return str(expression), route_within_tier(tier, expression, limits, adapters)
 
 
-def check_within_tier(tier: str, expression: Expression, limits: OperandLimits | None = None) -> None:
-    """Raise BeyondTierError unless the tier was built for the operands of an already parsed expression."""
+def long_route_adapters(op: str) -> tuple[str, ...]:
+    """The adapters a problem of `op` (mul, div) calls on the long route: 'mul': aligner_long_mul,
+    executor_long_mul, executor_digit_mul, executor_add."""
+    return operator_adapters(routed(op, "long"))
+
+
+def route_within_tier(tier: str, expression: Expression, limits: OperandLimits | None = None,
+                      adapters=None) -> str:
+    """The route an already parsed expression runs on: "paper" within the paper's limits (every operator
+    but mul and div always); "long" for mul and div past them, within the tier's long-route limits, where
+    the model has the long route's adapters. BeyondTierError otherwise, naming the paper's limit (and the
+    long route's, where the tier has one).
+
+    adapters: the adapters the model has (a collection), or a function giving them (asked only when the
+    paper's limits are passed and the long route's are not); None: a bare base or a server that does
+    not list its adapters, which answers every call itself, as check_adapters takes it."""
     limits = limits or TIER_LIMITS.get(tier, OperandLimits())
-    problem = limits.problem(expression.op, expression.a, expression.b)
-    if problem:
-        _refuse(tier, limits, expression.op, problem, str(expression))
+    op, a, b = expression.op, expression.a, expression.b
+    route = limits.route(op, a, b)
+    if route == "paper":
+        return route
+    problem = limits.problem(op, a, b)
+    if route == "long":
+        available = adapters() if callable(adapters) else adapters
+        missing = [name for name in long_route_adapters(op) if available is not None and name not in available]
+        if not missing:
+            return route
+        problem += f"; the long route calls {', '.join(missing)}, which the model lacks"
+    _refuse(tier, limits, op, problem, str(expression))
+    raise AssertionError("unreachable")  # (_refuse raises)
+
+
+def check_within_tier(tier: str, expression: Expression, limits: OperandLimits | None = None, adapters=None) -> str:
+    """Raise BeyondTierError unless the tier was built for the operands of an already parsed expression;
+    the route it runs on (`route_within_tier`: "paper", or "long" past the paper's mul/div limits)."""
+    return route_within_tier(tier, expression, limits, adapters)
 
 
 def _refuse(tier: str, limits: OperandLimits, op: str, problem: str, expr: str) -> None:
@@ -189,6 +285,8 @@ def _refuse(tier: str, limits: OperandLimits, op: str, problem: str, expr: str) 
     needs = f"; longer operands need {limits.needs}" if limits.needs and op in LENGTH_OPS else ""
     if limits.runs_windowed(op):  # past what windowed runs were measured to do
         why, needs = f"the longest windowed runs measured ({limits.windowed_measured})", ""
+    elif limits.long_digits(op) is not None:
+        why += f"; the long route as measured ({limits.long_measured})"
     elif limits.windows and op in LENGTH_OPS:
         needs += (f" ({', '.join(limits.windowed_ops[:-1])} and {limits.windowed_ops[-1]} run a window at a time "
                   f"up to {limits.windowed_digits} digits; "
@@ -240,5 +338,5 @@ def check_adapters(tier: str, ops: Iterable[str], available: Collection[str] | N
 
 
 __all__ = ["TIER_LIMITS", "TRAIN_ARGUMENTS", "WINDOWED_OPS", "BeyondTierError", "MissingAdaptersError", "OperandLimits",
-           "Windowing", "check_adapters", "check_lengths", "check_supported", "check_within_tier", "measuring_to", "train_command",
-           "windowing"]
+           "Windowing", "check_adapters", "check_lengths", "check_supported", "check_within_tier", "long_route_adapters",
+           "measuring_to", "route_within_tier", "supported_problem", "train_command", "windowing"]

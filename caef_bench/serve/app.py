@@ -27,7 +27,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from caef_bench.machines import ALIGNED_OPS, EXECUTOR_OPS, parse_expression, typed_expression
+from caef_bench.machines import ALIGNED_OPS, EXECUTOR_OPS, parse_expression, routed, typed_expression
 from caef_bench.machines.ops import BY_SYMBOL
 from caef_bench.models.limits import BeyondTierError, check_lengths, check_within_tier, windowing
 from caef_bench.models.names import aligner_name, executor_name
@@ -162,9 +162,10 @@ def _short(text: str, room: int = 60) -> str:
 
 
 def expression_of(prompt: str, tier: str, where: str, model=None):
-    """The expression a whole-problem prompt asks (as a person types it: "12 + 34" asks 12+34=),
-    checked against the tier's limits and, given the step `model`, against the adapters it has (an
-    operator it lacks is a 400 naming them)."""
+    """The expression a whole-problem prompt asks (as a person types it: "12 + 34" asks 12+34=), and the
+    route it runs on, checked against the tier's limits and, given the step `model`, against the adapters
+    it has (an operator it lacks is a 400 naming them): mul and div past the paper's limits run on the long
+    route where the tier's limits and the model's adapters have it (models.limits.route_within_tier)."""
     try:
         text = typed_expression(prompt)
         check_lengths(tier, text)  # before the digits are read as numbers: a 5,000-digit operand names the limit
@@ -175,12 +176,12 @@ def expression_of(prompt: str, tier: str, where: str, model=None):
         raise BadRequest(f"{where} is not an expression such as 45+67=: {error}", "prompt") from None
     try:
         expression.operation.check(expression.a, expression.b)  # the machines' domain: 3-5=, 1//0=
-        check_within_tier(tier, expression)
+        route = check_within_tier(tier, expression, adapters=lambda: getattr(model, "available_adapters", None))
         if model is not None:
-            check_operators(model, tier, [expression.op])
+            check_operators(model, tier, [routed(expression.op, route)])
     except ValueError as error:
         raise BadRequest(f"{where}: {error}", "prompt") from None
-    return expression
+    return expression, route
 
 
 def _failed(records) -> None:
@@ -337,9 +338,9 @@ def create_app(model, tier: str, *, tokenizer=None, mode: str = "free", batch_si
         prompts, stops, limit = prompts_of(body), stop_strings(body), max_tokens_of(body)
         scheduler = app.state.scheduler
         if body["model"] == whole:
-            asked = [str(expression_of(prompt, tier, f"prompt {i}" if len(prompts) > 1 else "the prompt", model))
+            asked = [expression_of(prompt, tier, f"prompt {i}" if len(prompts) > 1 else "the prompt", model)
                      for i, prompt in enumerate(prompts)]
-            records = await wait(request, [scheduler.solve(expr) for expr in asked])
+            records = await wait(request, [scheduler.solve(str(expression), route) for expression, route in asked])
             _failed(records)
             choices = [_problem_choice(i, record, stops) for i, record in enumerate(records)]
             tokens = sum(record.n_steps for record in records)
@@ -357,8 +358,9 @@ def create_app(model, tier: str, *, tokenizer=None, mode: str = "free", batch_si
         if body["model"] != whole:
             raise BadRequest(f"{body['model']} is one step of a machine: send its state text to /v1/completions; "
                              f"chat takes {whole}", "model")
-        expr = str(expression_of(chat_expression(body), tier, "the expression", model))
-        record, = await wait(request, [app.state.scheduler.solve(expr)])
+        expression, route = expression_of(chat_expression(body), tier, "the expression", model)
+        expr = str(expression)
+        record, = await wait(request, [app.state.scheduler.solve(expr, route)])
         _failed([record])
         content, _ = cut_at_stop(chat_reply(expr, record), stop_strings(body))
         return {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),

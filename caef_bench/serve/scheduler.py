@@ -93,10 +93,11 @@ class Scheduler:
         """Jobs that arrived and wait for the loop's next turn."""
         return len(self._inbox)
 
-    def solve(self, expr: str) -> Job:
-        """A whole problem, `45+67=` (checked by the caller); its future gets the record."""
+    def solve(self, expr: str, route: str = "paper") -> Job:
+        """A whole problem, `45+67=` (checked by the caller, which picks its route: runtime.Problem.route);
+        its future gets the record."""
         job_id = f"p{next(self._ids)}"
-        return self._submit(Job(job_id, problem=Problem(job_id, expr)))
+        return self._submit(Job(job_id, problem=Problem(job_id, expr, route=route)))
 
     def step(self, adapter: str, prompt: str, limit: int | None = None) -> Job:
         """One call of one adapter; its future gets the Completion."""

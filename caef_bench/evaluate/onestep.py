@@ -31,6 +31,12 @@ uniformly, about one case in a hundred reaches them; round 2's weights passed ev
 99.3% or more and still broke one 100-digit subtraction in ten, random ones, there
 (lab/research/structured-operands-log.md).
 
+The long route's adapters (docs/long-mul-div.md) are measured on its test cells: `executor_long_mul` and
+`aligner_long_mul` on mul_20x20 and mul_50x50, `executor_long_div` and `aligner_long_div` on div_40by20 and
+div_100by10, one composer transition (or conversion) per problem; `executor_digit_mul` on the DIGIT_MUL
+calls LONG_MUL makes for the mul_20x20 and mul_50x50 problems (a of 20 and 50 digits times one digit of b),
+one transition of one call per problem. The cells keep the test cells' names, as REFLECTION's sub_<n> do.
+
 `measure_tier` is `caef-bench onestep` (resumable results in onestep.md and onestep.json);
 `one_step_check` is the measurement training records in each adapter's manifest.
 """
@@ -42,10 +48,10 @@ from pathlib import Path
 from typing import Callable
 
 from caef_bench.data.structured import structured_pair
-from caef_bench.data.testsets import load_cell, named_rng, render_expr, repeated_cells, solve
-from caef_bench.data.training import nines_on_top
+from caef_bench.data.testsets import load_cell, named_rng, repeated_cells, solve
+from caef_bench.data.training import expression, nines_on_top
 from caef_bench.evaluate.scoring import text_accuracy
-from caef_bench.machines import run
+from caef_bench.machines import routed, run
 from caef_bench.models.names import adapter_name
 
 LENGTH_CELLS = ("5", "10", "50", "100")
@@ -59,11 +65,16 @@ SUB_WIDE = "subwide"  # ADD's and LEFT_MASK's steps on SUB's (n+1)-digit sum
 SUB_WIDE_PHASES = {"add": (2, 3), "left_mask": (SUB_CALLEES["left_mask"],)}  # SUB's phases that call each on the sum
 SUB_WIDE_LENGTHS = ("50", "100")
 SUB_WIDE_TAIL = 3  # the last steps of each such call: the carry into the top cell, the halt
+# The long route's adapters: the test cells whose problems call them (DIGIT_MUL: LONG_MUL's calls on them)
+LONG_ROUTE_CELLS = {"long_mul": ("mul_20x20", "mul_50x50"), "digit_mul": ("mul_20x20", "mul_50x50"),
+                    "long_div": ("div_40by20", "div_100by10")}
 
 
 def cells_for(op: str, kind: str = "executor", structured: bool = False) -> list[str]:
     """Cells an adapter is evaluated on: add_5 … add_100, mul_1_10, SUB's for its callees, and sub9_<n>;
-    with `structured`, its struct_<n> cells too."""
+    with `structured`, its struct_<n> cells too (the long route's adapters: LONG_ROUTE_CELLS alone)."""
+    if op in LONG_ROUTE_CELLS:
+        return list(LONG_ROUTE_CELLS[op])
     if op in ("mul", "div"):
         return [f"{op}_1_10"] + ([f"{STRUCTURED}_1_10"] if structured else [])
     cells = [f"{'sub' if op in SUB_CALLEES else op}_{n}" for n in LENGTH_CELLS]
@@ -138,9 +149,26 @@ def structured_problems(op: str, cell: str, n: int, seed: int = 0, kind: str = "
     return problems
 
 
+def long_route_cases(op: str, cell: str, n: int, seed: int = 0, every_step: bool = False) -> list[tuple[str, str]]:
+    """The long route's executors on a test cell's problems, run on LONG_MUL or LONG_DIV: one composer
+    transition drawn from each of n problems (with `every_step`, every one); DIGIT_MUL: one transition of
+    one of the DIGIT_MUL calls the problem makes, drawn (with `every_step`, every transition of that call)."""
+    rng = named_rng(seed, f"onestep/executor/{op}/{cell}")
+    problems = load_cell(cell)
+    cases = []
+    for problem in rng.sample(problems, min(n, len(problems))):
+        machine_run = run(routed(problem["op"], "long"), int(problem["a"]), int(problem["b"]))
+        if op == "digit_mul":
+            machine_run = rng.choice([callee for _, callee in machine_run.calls() if callee.machine == "DIGIT_MUL"])
+        cases += _transitions(machine_run, 0, rng, every_step)
+    return cases
+
+
 def executor_cases(op: str, cell: str, n: int, seed: int = 0, every_step: bool = False) -> list[tuple[str, str]]:
     """One transition drawn from each of n problems of the cell; with `every_step`, every transition of
     each (of the part a cell is about: REFLECTION's tail in subtail_<n>), as a run teacher-forced."""
+    if op in LONG_ROUTE_CELLS:
+        return long_route_cases(op, cell, n, seed, every_step)
     if cell.startswith(f"{TOP_NINES}_"):
         return top_nines_cases(op, cell, n, seed, every_step)
     if cell.startswith(f"{SUB_WIDE}_"):
@@ -183,11 +211,12 @@ def aligner_cases(op: str, cell: str, n: int, seed: int = 0) -> list[tuple[str, 
 
 def conversion_cases(op: str, pairs) -> list[tuple[str, str]]:
     """The aligner's cases for operand pairs, (I) and (O) alternating: expression -> start text for the
-    even ones, halt text -> expression with its result for the odd ones."""
+    even ones, halt text -> expression with its result for the odd ones (long_mul's expression is `a*b=`,
+    its start and halt LONG_MUL's)."""
     cases = []
     for index, (a, b) in enumerate(pairs):
         machine_run = run(op, a, b)
-        expr = render_expr(op, a, b)
+        expr = expression(op, a, b)
         cases.append((expr, machine_run.start_text()) if index % 2 == 0
                      else (machine_run.text(-1), expr + solve(op, a, b)))
     return cases
@@ -220,8 +249,9 @@ def one_step_accuracy(model, codec, kind: str, op: str, per_cell: int, seed: int
 
 
 def cell_digits(cell: str) -> int:
-    """The operands' digits a one-step cell holds: add_10, sub9_10, struct_10 -> 10; mul_1_10 -> 10."""
-    return int(cell.rsplit("_", 1)[1])
+    """The longest operand's digits a one-step cell holds: add_10, sub9_10, struct_10 -> 10; mul_1_10 -> 10;
+    mul_50x50 -> 50, div_100by10 -> 100."""
+    return max(int(n) for n in cell.rsplit("_", 1)[1].replace("by", "x").split("x"))
 
 
 def _score_cells(generate, codec, kind: str, op: str, per_cell: int, seed: int, structured: bool,

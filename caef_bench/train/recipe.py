@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from caef_bench.data.explanations import EXPLANATIONS
-from caef_bench.machines import ALIGNED_OPS, EXECUTOR_OPS, LONG_OPERATIONS, lookup
+from caef_bench.machines import ALIGNED_OPS, EXECUTOR_OPS, lookup
 from caef_bench.models.names import adapter_name
 from caef_bench.train.loop import CPU_FAST_MIN_HIDDEN, RunOptions, RunPlan, describe_device, train
 from caef_bench.train.presets import Preset, preset
@@ -480,8 +480,8 @@ def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, comma
     complete = all(stage["complete"] for stage in stages.values())
     # (an adapter cut short by a time budget is measured when a later call finishes it: a one-step check at
     # the end of every chunk of a long CPU run would cost minutes a chunk and measure weights still moving)
-    # (the long route's adapters have no one-step cells yet: evaluate.onestep's are the paper's operators')
-    checked = request.one_step_check is not None and kind != "direct" and complete and op not in LONG_OPERATIONS
+    # (the long route's adapters are measured on the long route's test cells: evaluate.onestep.LONG_ROUTE_CELLS)
+    checked = request.one_step_check is not None and kind != "direct" and complete
     # (on the test cells of operands it was trained for: a CPU-sized adapter of 1-10 digits on 100-digit steps
     # measures nothing it was asked to learn, at minutes a step)
     accuracy = request.one_step_check(peft_model, codec, kind, op, max_len=recipe.max_len) if checked else None

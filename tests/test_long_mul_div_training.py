@@ -69,7 +69,7 @@ def test_the_data_builds_samples_are_the_machines_own(op, cls):
 
 
 def test_the_training_stream_draws_the_long_adapters_samples():
-    """The tiny preset's mix (these adapters have no plan of their own yet) with structured operands."""
+    """The tiny preset's own mix (not the adapters' plans) with structured operands."""
     mix = {**preset("tiny").mix, "structured": 0.4}
     source = MachineSource(LONG_ADAPTERS, 100, seed=5, mix=mix, excluded=frozenset(testsets.test_expressions()))
     samples = source.batch(0, 60)
@@ -135,3 +135,28 @@ def test_the_train_command_takes_the_long_adapters(tmp_path, monkeypatch):
         assert recipe._source(request, kind, op, 1) is None  # no explanation of these machines
         stream = recipe._source(request, kind, op, 2)
         _is_the_machines_own(kind, op, stream.batch(0, 1)[0])
+
+
+# The tiny preset's plans for the long route's adapters (docs/long-mul-div.md, "Training plan"): steps of 128,
+# each sized to ~35 minutes on one CPU thread at the ~4,000 tokens/s a tiny LoRA trains at there.
+PLANNED_STEPS = {("executor", "digit_mul"): 390, ("executor", "long_mul"): 206, ("executor", "long_div"): 194,
+                 ("aligner", "long_mul"): 413, ("aligner", "long_div"): 404}
+TOKENS_PER_SECOND = 4_000
+
+
+def test_the_tiny_preset_plans_each_long_adapter_within_40_minutes_on_one_thread():
+    tiny = preset("tiny")
+    codec = CaefCodec("coupled-hints")
+    excluded = frozenset(testsets.test_expressions())
+    for (kind, op), steps in PLANNED_STEPS.items():
+        plan = tiny.for_adapter(kind, op)
+        assert (plan.stage2_steps, plan.stage2_batch, plan.lr) == (steps, 128, 1e-3), (kind, op)
+        assert plan.mix["structured"] >= 0.4 and (kind == "aligner" or op == "digit_mul" or plan.mix["returns"] == 0.3)
+        # the budget in minutes, from the mean tokens of 128 of its own draws (the plan measured 512: within 10%)
+        samples = MachineSource([(kind, op)], plan.max_len, seed=0, mix=plan.mix, excluded=excluded).batch(0, 128)
+        mean = sum(len(codec.prompt_ids(s["prompt"])) + len(codec.completion_ids(s["completion"]))
+                   for s in samples) / len(samples)
+        minutes = steps * 128 * mean / TOKENS_PER_SECOND / 60
+        assert 30 <= minutes <= 40, (kind, op, mean, minutes)
+    # --batch 16 (a small machine) runs the same samples in eight times the steps
+    assert tiny.for_adapter("executor", "long_mul", {"stage2_batch": 16}).stage2_steps == 1_648

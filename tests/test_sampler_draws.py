@@ -1,7 +1,8 @@
 """The shipped adapters' training draws stay what they were: every plan of the tiny preset (and the
 base's pre-training phases) draws, batch for batch, the samples recorded in
 tests/reference/sampler_draws.json, which the sampler code before issue 63's registry wrote
-(the file's header names the commit and the command).
+(the file's header names the commit and the command); the long route's five plans (digit_mul, long_mul,
+long_div and their aligners) were added to it as they were planned, before any was trained.
 
 Each entry is the SHA-256 of a batch's samples (prompt, completion and meta, keys sorted), drawn as
 `caef-bench train` draws them (train.recipe's sources, seed 0). Rewriting the file is for a change
@@ -16,6 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from caef_bench.machines import LONG_EXECUTOR_OPS
+
+LONG_ROUTE_OPS = LONG_EXECUTOR_OPS  # the long route's adapters: planned, not yet shipped
 FIXTURE = Path(__file__).resolve().parent / "reference" / "sampler_draws.json"
 STEPS = (0, 1, 2, 4_000)  # the first batches, and one deep in a run (past the base's curriculum)
 SIZE = 256
@@ -92,7 +96,10 @@ def test_each_shipped_adapters_manifest_names_the_draws_its_plan_makes():
         kind, _, op = name.removesuffix("@classes").partition("_")
         if kind == "base" or (kind == "direct" and not name.endswith("@classes")):
             continue  # the shipped base's manifest is its last round's; the protocol's direct draws ship nowhere yet
-        manifest = json.loads((checkpoints / folders[kind] / op / "manifest.json").read_text())
+        shipped = checkpoints / folders[kind] / op / "manifest.json"
+        if op in LONG_ROUTE_OPS and not shipped.exists():
+            continue  # the long route's plans are recorded before their adapters are trained and shipped
+        manifest = json.loads(shipped.read_text())
         assert manifest["data"][-1] == recorded["fingerprint"], name
 
 

@@ -131,21 +131,18 @@ class OperandLimits:
         if op in LENGTH_OPS:
             return self.length_problem(op, max(len(str(a)), len(str(b))))
         long = self.long_limit(op)
-        if op == "mul":
-            if len(str(a)) > self.small_digits or b > self.small_factor:
-                if long:  # b's value may be 50 digits long: its length, as a's
-                    return (f"mul with a of at most {self.small_digits} digits and b at most {self.small_factor}, "
-                            f"or {long} (got a of {_digits(a)} and b of {_digits(b)})")
-                return (f"mul with a of at most {self.small_digits} digits and b at most {self.small_factor} "
-                        f"(got a of {_digits(a)} and b={b})")
-        elif op == "div":
+        or_long = f", or {long}" if long else ""  # where the long route takes b or a long dividend, their lengths
+        if op == "mul" and (len(str(a)) > self.small_digits or b > self.small_factor):
+            got = f"a of {_digits(a)} and " + (f"b of {_digits(b)}" if long else f"b={b}")
+            return (f"mul with a of at most {self.small_digits} digits and b at most {self.small_factor}{or_long} "
+                    f"(got {got})")
+        if op == "div":
             quotient = a // b if b else 0
             if len(str(b)) > self.small_digits or quotient > self.small_factor:
-                if long:
-                    return (f"div with a divisor of at most {self.small_digits} digits and a quotient at most "
-                            f"{self.small_factor}, or {long} (got a of {_digits(a)} and a divisor of {_digits(b)})")
+                got = (f"a of {_digits(a)} and a divisor of {_digits(b)}" if long
+                       else f"a divisor of {_digits(b)} and quotient {quotient}")
                 return (f"div with a divisor of at most {self.small_digits} digits and a quotient at most "
-                        f"{self.small_factor} (got a divisor of {_digits(b)} and quotient {quotient})")
+                        f"{self.small_factor}{or_long} (got {got})")
         return None
 
     def route(self, op: str, a: int, b: int) -> str | None:

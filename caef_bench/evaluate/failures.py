@@ -47,7 +47,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
-from caef_bench.evaluate.scoring import exact_match, is_correct
+from caef_bench.evaluate.scoring import exact_match, extract_answer, is_correct
 from caef_bench.machines import ComposerState, FormatError, Snapshot, parse, parse_expression
 from caef_bench.machines.ops import BY_SYMBOL
 from caef_bench.machines.text import cells, render_command, render_tape, split_units
@@ -448,6 +448,16 @@ def classify_answer(expr: str, truth: str, answer: str | None, where: str = "ans
     if what == "other" and answer.startswith(truth):
         what = "late_halt"  # the right answer, then more: the model did not stop
     return Failure(where, what, tape="OUTPUT", position=found.position, units=found.units, expected=truth, got=answer)
+
+
+def reply_failure(expr: str, truth: str, reply: str, op: str, style: str) -> Failure:
+    """A baseline's wrong reply, classified from the answer the tasks' scorer reads in it (`extract_answer`
+    in the prompt style `style`). A reply the scorer judged wrong is always a failure here: where the
+    classifier would read the answer as right, it is classified as no answer."""
+    failure = classify_answer(expr, truth, extract_answer(reply, op, style))
+    if failure is None:  # the scorer and the classifier read the answer alike; keep the count honest
+        failure = classify_answer(expr, truth, "")
+    return failure
 
 
 EXAMPLE_CONTEXT = 20  # characters kept either side of a failure's difference in the results

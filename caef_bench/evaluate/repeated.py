@@ -7,7 +7,7 @@ Three measurements on the repeated-digit test sets (`repeated_<op>_<n>_<p1|p2|p3
 - every other system of baselines/ through lm-eval (`table1.run_system`: its own work folder and
   request cache, a cell whose samples are complete is not run again), on the repeated cells in the
   system's own prompt style (caef_repeated, caef_repeated_direct, caef_repeated_chat); each wrong
-  answer classified from the answer alone (`failures.classify_answer`).
+  answer classified from the answer alone (`failures.reply_failure`).
 - one-step stress: each executor and aligner on single transitions drawn from the repeated-digit
   problems, the random controls included (`onestep.repeated_cells_for`), so that a copying error
   shows where an end-to-end run never reaches the step (its aligner (I) failed first) or gets past it.
@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from caef_bench.data.testsets import load_cell, match_cells, repeated_cells
-from caef_bench.evaluate.failures import classify_answer, classify_step, failure_entry
+from caef_bench.evaluate.failures import classify_step, failure_entry, reply_failure
 from caef_bench.evaluate.onestep import SUB_CALLEES, aligner_cases, executor_cases, repeated_cells_for, score_cases
-from caef_bench.evaluate.scoring import extract_answer, wilson_interval
+from caef_bench.evaluate.scoring import wilson_interval
 from caef_bench.evaluate.suites import Reuse, records_folder, reusing, run_caef
 from caef_bench.evaluate.systems import System
 from caef_bench.evaluate.table1 import read_samples, reply_text, run_system, system_folder
@@ -90,11 +90,8 @@ def run_baseline_repeated(system: System, cells: list[str], limit: int | None, w
             if sample["exact_match"]:
                 continue
             doc = sample["doc"]
-            answer = extract_answer(reply_text(sample), doc["op"], style)
-            failure = classify_answer(doc["expr"], doc["answer"], answer)
-            if failure is None:  # the scorer and the classifier read the answer alike; keep the count honest
-                failure = classify_answer(doc["expr"], doc["answer"], "")
-            failures.append(failure_entry(doc, failure))
+            failures.append(failure_entry(doc, reply_failure(doc["expr"], doc["answer"], reply_text(sample), doc["op"],
+                                                             style)))
         stats = ran["cells"][cell]
         results[cell] = {"n": stats["n"], "answer_errors": stats["n"] - stats["correct"], "failures": failures}
     return {"command": ran["command"], "limit": ran["limit"], "style": style, "cells": results}

@@ -18,7 +18,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from caef_bench.report.tables import percent
+from caef_bench.report.tables import percent, write_report
 
 FILES = ("direct_capacity.md", "direct_capacity.json", "direct_capacity.png")
 HOW_MADE = "### How this was made"
@@ -135,13 +135,7 @@ def write_capacity_report(evaluations: list[str | Path], out: str | Path, comman
     per_cell = sorted({p["n"] for arm in arms for p in arm["points"]})
     record = {"command": command, "cell": cell, "digits": int(next(iter(draws)).partition(":")[2]),
               "per_cell": "/".join(map(str, per_cell)), "arms": arms}
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / name for name in FILES]
-    paths[0].write_text(capacity_markdown(record))
-    paths[1].write_text(json.dumps(record, indent=1) + "\n")
-    capacity_figure(record, paths[2])
-    return paths
+    return write_report(record, out, FILES, capacity_markdown, capacity_figure)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,7 +16,7 @@ import json
 import shlex
 from pathlib import Path
 
-from caef_bench.report.tables import HOW_MADE, OP_NAMES, paper_tables, percent
+from caef_bench.report.tables import HOW_MADE, OP_NAMES, paper_tables, percent, write_report
 
 PAPER_ROW = "LLaMA 3.1 (L)"
 RUN_STYLES = (("o", "-"), ("s", "-."), ("^", (0, (5, 1, 1, 1))))  # (marker, line) of each run, in the record's order
@@ -366,10 +366,4 @@ def write_curve_report(evaluation_paths: list[str | Path], out: str | Path, comm
         caef = json.loads(Path(caef_path).read_text())
     record = curve_record(evaluations, caef, command, {"evaluations": [str(path) for path in evaluation_paths],
                                                        "caef": str(caef_path) if caef is not None else None})
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / name for name in FILES]
-    paths[0].write_text(curve_markdown(record))
-    paths[1].write_text(json.dumps(record, indent=1) + "\n")
-    curve_figure(record, paths[2])
-    return paths
+    return write_report(record, out, FILES, curve_markdown, curve_figure)

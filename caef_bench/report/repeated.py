@@ -9,14 +9,13 @@ examples of each class, and the paragraph of findings, whose wording follows the
 from __future__ import annotations
 
 import fnmatch
-import json
 from collections import Counter
 from pathlib import Path
 
 from caef_bench.evaluate.failures import WHAT
 from caef_bench.evaluate.repeated import CONTROL, cell_parts, control_of, error_rate
 from caef_bench.evaluate.scoring import fisher_exact
-from caef_bench.report.tables import HOW_MADE, carried_text, percent, resumed_own, reused_text
+from caef_bench.report.tables import HOW_MADE, carried_text, percent, resumed_own, reused_text, write_report
 
 PATTERN_ORDER = ("p1", "p2", "p3", "mixed", "round", CONTROL)
 PATTERN_NAMES = {"p1": "period 1 (999…)", "p2": "period 2 (4848…)", "p3": "period 3 (456456…)",
@@ -588,10 +587,5 @@ def failure_figure(results: dict, path: str | Path) -> None:
 
 
 def write_repeated(results: dict, out: str | Path) -> list[Path]:
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / "repeated.md", out / "repeated.json", out / "repeated.png"]
-    paths[0].write_text(repeated_markdown(results))
-    paths[1].write_text(json.dumps(results, indent=1) + "\n")
-    failure_figure(results, paths[2])
-    return paths
+    return write_report(results, out, ("repeated.md", "repeated.json", "repeated.png"), repeated_markdown,
+                        failure_figure)

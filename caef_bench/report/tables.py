@@ -250,11 +250,11 @@ def _cell_n(result: dict) -> int:
     return next(v["n"] for v in result.values() if isinstance(v, dict) and "n" in v)
 
 
-def failures_markdown(results: dict) -> str:
+def failures_markdown(results: dict, title: str = "Failures") -> str:
     """Every failed run of a suite's cells (wrong answer, or a step unlike the machine's), at its first
-    divergence as `evaluate.failures.record_failures` keeps it; cells whose results hold no list (kept
-    from a run made before lists were kept) are named instead."""
-    lines = ["", "### Failures", "",
+    divergence as `evaluate.failures.record_failures` keeps it, under the heading `title`; cells whose
+    results hold no list (kept from a run made before lists were kept) are named instead."""
+    lines = ["", f"### {title}", "",
              "Every run that answered wrong or took a step unlike the machine's (the exact-trace rows), at its "
              "first such step (0 is aligner (I)); where and what are `caef_bench/evaluate/failures.py`'s classes, "
              "⟦ ⟧ marks the differing part of the field, ⏎ a newline, … cut context.", ""]
@@ -279,6 +279,18 @@ def failures_markdown(results: dict) -> str:
     if unlisted:
         lines += ["", f"Not listed here (kept from runs that did not keep their failures): {', '.join(unlisted)}."]
     return "\n".join(lines) + "\n"
+
+
+def write_report(document: dict, out: str | Path, names: tuple[str, str, str], markdown, figure) -> list[Path]:
+    """A report's three files in `out`, named by `names`: the Markdown `markdown(document)` renders, the
+    document as JSON (what the Markdown renders from again), and the figure `figure(document, path)` draws."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / name for name in names]
+    paths[0].write_text(markdown(document))
+    paths[1].write_text(json.dumps(document, indent=1) + "\n")
+    figure(document, paths[2])
+    return paths
 
 
 def write_suite(made: SuiteResults, out: str | Path) -> list[Path]:

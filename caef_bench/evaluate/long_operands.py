@@ -95,12 +95,17 @@ def problems_at(op: str, digits: int, n: int, seed: int = DEFAULT_SEED) -> list[
     return length_records(op, digits, n, seed)
 
 
+def packed(record) -> dict:
+    """A record without its step texts (it keeps its first divergence and its step count): what a report's
+    numbers recount from, small enough to commit."""
+    return {**record.to_dict(), "steps": []}
+
+
 def pack(records, path: Path) -> None:
-    """The records without their step texts (each keeps its first divergence and its step count), gzipped:
-    what a report's numbers recount from, small enough to commit."""
+    """The records `packed`, gzipped, one line each."""
     from caef_bench.evaluate.table1 import write_problem_lines
 
-    write_problem_lines([{**record.to_dict(), "steps": []} for record in records], path)
+    write_problem_lines([packed(record) for record in records], path)
 
 
 def measure(model, op: str, digits: int, n: int, records_dir: Path = RECORDS_DIR, seed: int = DEFAULT_SEED,

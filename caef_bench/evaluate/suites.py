@@ -13,7 +13,7 @@ from pathlib import Path
 from caef_bench.data.testsets import CELLS, load_cell, table1_cells
 from caef_bench.evaluate.failures import record_failures
 from caef_bench.evaluate.scoring import accuracy, is_correct, text_accuracy, verdict
-from caef_bench.machines import parse_expression, result, run, typed_expression
+from caef_bench.machines import parse_expression, result, routed, run, typed_expression
 from caef_bench.models.names import aligner_name, operator_adapters
 from caef_bench.runtime import Problem, load_records, solve_batch, solve_to_files
 from caef_bench.runtime.hf import RoutedModel
@@ -22,8 +22,8 @@ from caef_bench.paths import WORK_DIR
 from caef_bench.runtime.reuse import ReusedSteps, read_weights, unchanged_adapters, write_weights
 
 # table1: every system of baselines/ through lm-eval (evaluate.table1); repeated: the repeated-digit
-# failure analysis (evaluate.repeated)
-SUITES = ("table2", "caef", "table1", "repeated")
+# failure analysis (evaluate.repeated); long_mul_div: the long route's cells (evaluate.long_mul_div)
+SUITES = ("table2", "caef", "table1", "repeated", "long_mul_div")
 
 
 def cell_problems(cell: str, limit: int | None) -> list[dict]:
@@ -43,9 +43,10 @@ def solve_expression(model, expr: str, windowing=None, route: str = "paper"):
     return record, is_correct(record)
 
 
-def as_problems(rows: list[dict]) -> list[Problem]:
-    """Test-set rows as the runtime takes them, each with its answer as the target."""
-    return [Problem(row["id"], row["expr"], row["answer"]) for row in rows]
+def as_problems(rows: list[dict], route: str = "paper") -> list[Problem]:
+    """Test-set rows as the runtime takes them, each with its answer as the target, on `route`
+    (runtime.Problem.route: "long" runs `*` and `//` on LONG_MUL and LONG_DIV)."""
+    return [Problem(row["id"], row["expr"], row["answer"], route=route) for row in rows]
 
 
 def solve_cell(problems: list[Problem], model, path: Path, reuse: Reuse | None = None,
@@ -335,8 +336,10 @@ def run_suite(model, request: SuiteRequest, out: Path, progress=None, say=print)
 def cell_adapters(cell: str) -> set[str]:
     """Every adapter a run of the cell's problems calls: its aligner, its executor and the executors
     its composer calls (sub_100: aligner_sub, executor_sub, executor_reflection, executor_add, ...);
-    a repeated-digit cell's (repeated_sub_100_p1) are its operator's."""
-    return set(operator_adapters(CELLS[cell].op))
+    a repeated-digit cell's (repeated_sub_100_p1) are its operator's; a long multiplication or division
+    cell's (mul_20x20) are the long route's, the only route that runs operands past the paper's limits."""
+    spec = CELLS[cell]
+    return set(operator_adapters(routed(spec.op, "long") if spec.suite == "long_muldiv" else spec.op))
 
 
 def copy_records(source: Path, folder: Path, weights: str, adapters: dict[str, str], cells: list[str]

@@ -16,6 +16,8 @@ SUITE_HELP = {
     "table2": "Table 2: CAEF's components (aligners, executors) and end to end",
     "caef": "Table 1's CAEF rows, every run traced",
     "repeated": "repeated digits against random controls: every system, CAEF's one-step stress",
+    "long_mul_div": "long multiplication and division (20x20 and 50x50 digits, 40/20 and 100/10): CAEF's long "
+                    "route beside direct answering",
 }
 
 
@@ -40,7 +42,7 @@ def register(commands) -> None:
                                           + ". `run --suite NAME ...` is the same as `run NAME ...`.")
     suites = run.add_subparsers(dest="suite", required=True, metavar="SUITE", parser_class=argparse.ArgumentParser)
     for name, add in (("table1", _table1_options), ("table2", _caef_options), ("caef", _caef_options),
-                      ("repeated", _repeated_options)):
+                      ("repeated", _repeated_options), ("long_mul_div", _long_mul_div_options)):
         suite = suites.add_parser(name, help=SUITE_HELP[name])
         add(suite, name)
 
@@ -51,13 +53,14 @@ def _common_options(suite: argparse.ArgumentParser, cells_help: str) -> None:
     out_argument(suite, "results/local", "where the tables go (the committed results/ stay as they are)")
 
 
-def _systems_options(suite: argparse.ArgumentParser, name: str) -> None:
-    """The options of the suites that run the systems of baselines/ (table1, repeated)."""
-    suite.add_argument("--systems", help="comma-separated system names from baselines/ (default all)")
+def _systems_options(suite: argparse.ArgumentParser, name: str, default: str = "all") -> None:
+    """The options of the suites that run the systems of baselines/ (table1, repeated, long_mul_div)."""
+    suite.add_argument("--systems", help=f"comma-separated system names from baselines/ (default {default})")
     suite.add_argument("--work", help=f"lm-eval's outputs and request caches per system (default work/{name}); "
                                       "reruns resume from them")
+    others = "every problem of the cell" if name == "long_mul_div" else "the system's own"
     suite.add_argument("--limits", metavar="SYSTEM=N,...",
-                       help="problems per cell for named systems (the others: --limit, else the system's own), e.g. "
+                       help=f"problems per cell for named systems (the others: --limit, else {others}), e.g. "
                             "caef-tiny=200 read from the caef suite's records"
                             + ("; SYSTEM@PATTERN=N for CAEF on the cells a pattern matches (caef-tiny@repeated_*_10_*=200)"
                                if name == "repeated" else ""))
@@ -110,6 +113,18 @@ def _repeated_options(suite: argparse.ArgumentParser, name: str) -> None:
                             "before new weights ship): its CAEF numbers are printed beside these, named "
                             "<system> @<weights>")
     suite.set_defaults(handler=run_repeated)
+
+
+def _long_mul_div_options(suite: argparse.ArgumentParser, name: str) -> None:
+    _common_options(suite, "comma-separated long cells or shell patterns (default all four: mul_20x20, mul_50x50, "
+                           "div_40by20, div_100by10)")
+    # (the suite's systems are named where it runs, evaluate.long_mul_div: not imported to build the parser)
+    _systems_options(suite, name, "CAEF on the tiny tier beside LoRA-direct on SmolLM2 and on the tiny base")
+    _solver_options(suite)
+    suite.add_argument("--measure-long-route", action="store_true",
+                       help="run CAEF on the long route where its tier's limits do not take it yet (its adapters "
+                            "still required): the measurement a tier's long-route limits are then given from")
+    suite.set_defaults(handler=run_long_mul_div)
 
 
 def run_caef_suite(args: argparse.Namespace) -> int:
@@ -205,5 +220,31 @@ def run_repeated(args: argparse.Namespace) -> int:
     if previous is not None:
         results = with_previous(results, previous, args.previous)
     for path in write_repeated(results, args.out):
+        print(f"wrote {path}")
+    return 0
+
+
+def run_long_mul_div(args: argparse.Namespace) -> int:
+    """Long multiplication and division, every chosen system: results/long_mul_div.* (default results/local/)."""
+    from pathlib import Path
+
+    from caef_bench.evaluate.long_mul_div import DEFAULT_SYSTEMS, LongMulDivRequest, run_long_mul_div as run_systems, \
+        select_cells
+    from caef_bench.evaluate.systems import cells_of, choose_systems, system_limits
+    from caef_bench.paths import WORK_DIR
+    from caef_bench.report.long_mul_div import write_long_mul_div
+
+    from .common import device
+
+    systems, chosen = choose_systems(args.systems or ",".join(DEFAULT_SYSTEMS))
+    cells = select_cells(args.cells)
+    request = LongMulDivRequest(
+        command=args.command_line, systems=tuple(systems[name] for name in chosen), cells=tuple(cells),
+        work=Path(args.work or WORK_DIR / "long_mul_div"), tier=args.tier, checkpoints=args.checkpoints,
+        records=Path(args.records) if args.records else None, limit=args.limit,
+        limits=system_limits(args.limits, systems), cells_of=cells_of(args.cells_of, systems, cells, select_cells),
+        speculative=not args.no_speculative, device=device(args),
+        reuse_steps=Path(args.reuse_steps) if args.reuse_steps else None, measure_long_route=args.measure_long_route)
+    for path in write_long_mul_div(run_systems(request, Path(args.out), say=say), args.out):
         print(f"wrote {path}")
     return 0

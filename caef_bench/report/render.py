@@ -19,6 +19,8 @@ from pathlib import Path
 
 def _kind(document: dict) -> str:
     """Which writer made a document, from the keys only it writes."""
+    if document.get("suite") == "long_mul_div":
+        return "long_mul_div"
     if "anchors" in document and "field_stride" in document:
         return "long_operands"
     if "systems" in document and "notes" in document:
@@ -34,7 +36,7 @@ def _kind(document: dict) -> str:
     if "results" in document and "limit" in document and "tier" in document:
         return "suite"
     raise ValueError("not a results document caef-bench writes (table1, table1_caef, table2, onestep, "
-                     "repeated, lora_direct_curve, direct_capacity or long_operands JSON)")
+                     "repeated, lora_direct_curve, direct_capacity, long_operands or long_mul_div JSON)")
 
 
 def render_markdown(document: dict) -> tuple[str, str]:
@@ -44,6 +46,10 @@ def render_markdown(document: dict) -> tuple[str, str]:
         from caef_bench.report.table1 import table1_markdown
 
         return "table1.md", table1_markdown(document["systems"], document["command"], document["notes"])
+    if kind == "long_mul_div":
+        from caef_bench.report.long_mul_div import FILES, long_mul_div_markdown
+
+        return FILES[0], long_mul_div_markdown(document)
     if kind == "long_operands":
         from caef_bench.report.long_operands import FILES, long_operands_markdown
 

@@ -116,10 +116,14 @@ def test_caef_bench_commands_parse(args, line):
         from caef_bench.evaluate.repeated import select_cells
 
         select_cells(parsed.cells)  # raises on a pattern that matches no cell
+    elif parsed.cells and parsed.suite == "long_mul_div":  # the long multiplication and division cells
+        from caef_bench.evaluate.long_mul_div import select_cells
+
+        select_cells(parsed.cells)
     elif parsed.cells:
         unknown = [c for c in parsed.cells.split(",") if c not in table1_cells() and not _placeholder(c)]
         assert not unknown, f"unknown cell(s) {unknown} in: {line}"
-    if getattr(parsed, "systems", None):  # table1 and repeated run systems; caef and table2 a model
+    if getattr(parsed, "systems", None):  # table1, repeated and long_mul_div run systems; caef and table2 a model
         from caef_bench.evaluate.systems import load_systems
 
         unknown = [s for s in parsed.systems.split(",") if s not in load_systems() and not _placeholder(s)]

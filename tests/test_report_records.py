@@ -7,7 +7,8 @@ them, by the rules the suites count with (`scoring.is_correct`, `scoring.verdict
 in results/, a whole report or a part of one (a system, the one-step stress, a column), is listed below with
 why its numbers cannot be recounted yet, and a report that is neither recounted nor listed fails
 `test_every_report_is_recounted_or_listed`: what is checkable problem by problem is what this file recounts.
-Table 1's systems with a `records` key recount from their gzipped problem lines in tests/test_table1_records.py.
+Table 1's systems with a `records` key recount from their gzipped problem lines in tests/test_table1_records.py,
+long_mul_div.json's in tests/test_long_mul_div_records.py.
 The archives are unpacked into pytest's temporary folder, never into the tree.
 """
 
@@ -78,6 +79,12 @@ UNCOUNTED_FIELDS = {
     "failures: depth": "a failure's call depth, where the archive's record does not keep it beside its first "
                        "divergence: it was read from the steps, which the archive empties",
 }
+
+
+# The reports whose systems keep their problem lines (records/<suite>/<system>.jsonl.gz beside them), and the test
+# that recounts them.
+PROBLEM_LINES_TESTS = {"table1.json": "tests/test_table1_records.py",
+                       "long_mul_div.json": "tests/test_long_mul_div_records.py"}
 
 
 def archive_of(records: str | None) -> Path | None:
@@ -155,8 +162,8 @@ def parts() -> dict[str, list[Cell] | str | None]:
             if not system.get("cells"):  # skipped: no numbers
                 continue
             part = f"{report}: {name}"
-            if Path(report).name == "table1.json":  # its problem lines: records/table1/<system>.jsonl.gz
-                found[part] = "tests/test_table1_records.py" if "records" in system else None
+            if Path(report).name in PROBLEM_LINES_TESTS:  # its problem lines: records/<suite>/<system>.jsonl.gz
+                found[part] = PROBLEM_LINES_TESTS[Path(report).name] if "records" in system else None
             else:
                 recounted = system.get("kind", "").startswith("caef") and archive_of(system.get("records"))
                 found[part] = _repeated_cells(part, system) if recounted else None

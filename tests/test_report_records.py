@@ -53,8 +53,6 @@ NO_RECORDS = {
     "table1.json: caef-tiny": "its lm-eval run's records (work/records/lm-eval/) are not committed; its answers "
                               "are the caef suite's records of the same weights (reuse_steps), which "
                               "test_table1s_caef_row_agrees_with_the_caef_suites_records checks it against",
-    "table1.json: lora-direct-smollm2-135m": _LM_EVAL,
-    "table1.json: smollm2-135m-instruct": _LM_EVAL,
     "repeated.json: caef-tiny @c55d8d3edcfa": "earlier weights' run kept for comparison; its records "
                                               "(work/records/tiny-c55d8d3edcfa) are not committed",
     "repeated.json: lora-direct-tiny": _LM_EVAL,

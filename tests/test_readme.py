@@ -119,9 +119,10 @@ def test_what_the_readme_says_of_the_committed_results_is_what_they_hold():
     assert {stats["n"] for stats in smollm2_direct.values()} == {100}
     assert "no add or sub at 50 digits" in text  # nor at 100: past the 1-10 digits it was trained on
     # its CAEF pair, windowed past the same 1-10 digits
-    assert "the same CAEF adapters answer add_50 48, gt_50 46 and gt_100 45 of 50" in text
+    assert "the same CAEF adapters answer add_50 and add_100 48, gt_50 46 and gt_100 45 of 50" in text
     caef = systems["caef-smollm2-135m"]["cells"]
-    assert [(caef[c]["correct"], caef[c]["n"]) for c in ("add_50", "gt_50", "gt_100")] == [(48, 50), (46, 50), (45, 50)]
+    assert [(caef[c]["correct"], caef[c]["n"]) for c in ("add_50", "add_100", "gt_50", "gt_100")] == [
+        (48, 50), (48, 50), (46, 50), (45, 50)]
     assert all(smollm2_direct[f"{op}_{n}"]["correct"] == 0 for op in ("add", "sub") for n in (50, 100))
 
 

@@ -26,7 +26,9 @@ class _Parser(argparse.ArgumentParser):
         if extras:  # name the (sub)command they were given to, whose -h lists what it takes
             where = " ".join(getattr(parsed, name) for name in ("command", "data_command", "suite")
                              if getattr(parsed, name, None))
-            self.error(f"unrecognized arguments: {' '.join(extras)} (not options of `caef-bench {where}`)")
+            hint = "; a tier is --tier (--model names lm-eval's model class, on `caef-bench lm-eval`)" \
+                if "--model" in extras and getattr(parsed, "command", None) != "lm-eval" else ""
+            self.error(f"unrecognized arguments: {' '.join(extras)} (not options of `caef-bench {where}`{hint})")
         return parsed
 
 

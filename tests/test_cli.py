@@ -56,6 +56,14 @@ def test_bad_input_is_one_line_and_exit_code_2(capsys, expr, message):
     assert err.count("\n") == 1 and message in err and "Traceback" not in err
 
 
+def test_a_tier_given_as_model_is_refused_naming_tier(capsys):
+    """--model was once solve's name for a tier; it is lm-eval's model class now, and the error says which to use."""
+    with pytest.raises(SystemExit) as stop:
+        main(["solve", "--model", "smollm2-135m", "1+1="])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "a tier is --tier" in err.strip().splitlines()[-1]
+
+
 def test_module_entry_point_and_exit_code():
     ok = subprocess.run([sys.executable, "-m", "caef_bench", "trace", "7+7="], capture_output=True, text=True)
     assert ok.returncode == 0 and ok.stdout.splitlines()[-1] == "result: 7+7=14"

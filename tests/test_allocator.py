@@ -40,6 +40,9 @@ def test_only_the_tiny_tiers_base_keeps_its_pages_and_any_other_purges_them(tmp_
 
     assert keeps_pages(None) and keeps_pages("tiny") and keeps_pages(str(TINY_CHECKPOINTS / "base"))
     assert not keeps_pages("smollm2-135m") and not keeps_pages("llama-3.1-8b") and not keeps_pages(str(tmp_path))
+    # the long route's samples vary from ~100 to ~1,500 tokens: kept, its pages grew the tiny base's run to the OOM killer
+    assert keeps_pages(None, ["add", "sub"]) and not keeps_pages(None, ["add", "long_div"])
+    assert not keeps_pages(str(TINY_CHECKPOINTS / "base"), ["digit_mul"])
     purged = preload_environment({}, keep_pages=False, system="linux", find=found)
     assert purged["MALLOC_CONF"] == PURGING != NO_PURGING
     mine = preload_environment({"MALLOC_CONF": "narenas:2"}, keep_pages=False, system="linux", find=found)
@@ -134,6 +137,9 @@ def test_train_reexecutes_once_with_its_arguments():
     assert "unknown preset 'nope'" in done.stderr
     other = _run(["-m", "caef_bench", "train", "--preset", "nope", "--base", "smollm2-135m"], **_chosen_library())
     assert other.returncode == 2 and "unused pages handed back after ~10 s" in other.stderr
+    long = _run(["-m", "caef_bench", "train", "--preset", "nope", "--executors", "long_div", "--aligners", ""],
+                **_chosen_library())
+    assert long.returncode == 2 and "unused pages handed back after ~10 s" in long.stderr
     kept = _run(["-m", "caef_bench", "train", "--preset", "nope"], **{CHOICE: "system"})
     assert kept.returncode == 2 and "jemalloc" not in kept.stderr
 

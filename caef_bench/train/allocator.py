@@ -15,7 +15,7 @@ import ctypes.util
 import os
 import sys
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
 CHOICE = "CAEF_BENCH_ALLOCATOR"  # "system" keeps the C library's malloc; a path names the jemalloc to preload
 KNOWN = ("jemalloc", "tcmalloc")  # allocators already preloaded (by the user, or by the re-execution: no loop)
@@ -68,10 +68,18 @@ def missing_jemalloc_hint(environ: Mapping[str, str], *, system: str = sys.platf
             "malloc, whose long runs slow down as they go (docs/training.md)")
 
 
-def keeps_pages(base: str | None) -> bool:
+def keeps_pages(base: str | None, ops: Iterable[str] = ()) -> bool:
     """Whether a run on `base` (train's and train-curve's --base: None for the tiny tier's own, a
-    tier's name or a folder) trains with jemalloc's pages kept (`NO_PURGING`): the tiny tier's base
-    only, where that was measured; any other may grow without bound (`PURGING`)."""
+    tier's name or a folder) training the adapters of `ops` (its --executors and --aligners) keeps
+    jemalloc's pages (`NO_PURGING`): the tiny tier's base on the paper's operators only, where that was
+    measured; any other may grow without bound (`PURGING`)."""
+    from caef_bench.machines import LONG_EXECUTOR_OPS
+
+    # The long route's samples run from ~100 to ~1,500 tokens, so a step's tensors change size as a
+    # larger base's do: with pages kept, executor_long_div's run on the tiny base grew to 21.6 GB and
+    # was killed for memory on a 24 GB machine.
+    if set(ops) & set(LONG_EXECUTOR_OPS):
+        return False
     if base is None or base == "tiny":
         return True
     from caef_bench.paths import TINY_CHECKPOINTS
@@ -88,12 +96,12 @@ def relaunch_command(argv: list[str], program: str, python: str) -> list[str]:
     return [python, "-m", "caef_bench", *argv]
 
 
-def reexecute_with_jemalloc(argv: list[str], base: str | None = None) -> None:
+def reexecute_with_jemalloc(argv: list[str], base: str | None = None, ops: Iterable[str] = ()) -> None:
     """Replace this process by the same command with jemalloc preloaded, where
-    `preload_environment` says to (its pages kept or purged as `keeps_pages(base)` says);
+    `preload_environment` says to (its pages kept or purged as `keeps_pages(base, ops)` says);
     otherwise return and let the caller go on."""
     try:
-        environment = preload_environment(os.environ, keep_pages=keeps_pages(base))
+        environment = preload_environment(os.environ, keep_pages=keeps_pages(base, ops))
     except ValueError as error:  # before anything else runs: the CLI's one-line error and exit code
         print(f"caef-bench: error: {error}", file=sys.stderr)
         sys.exit(2)

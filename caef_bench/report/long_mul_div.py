@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 from caef_bench.report.repeated import class_table
-from caef_bench.report.tables import HOW_MADE, failures_markdown, percent, write_report
+from caef_bench.report.tables import HOW_MADE, counted_interval, failures_markdown, write_report
 
 FILES = ("long_mul_div.md", "long_mul_div.json", "long_mul_div.png")
 EXAMPLES_PER_CELL = 2  # a baseline's wrong replies shown per cell (every one is in its records)
@@ -26,11 +26,6 @@ def cell_title(cell: str, lengths: dict) -> str:
     return f"{lengths['a_digits']} {'x' if lengths['op'] == 'mul' else '/'} {lengths['b_digits']} digits"
 
 
-def _interval(stats: dict) -> str:
-    return (f"{percent(stats['correct'], stats['n'])} [{100 * stats['ci_low']:.1f}, {100 * stats['ci_high']:.1f}] "
-            f"({stats['correct']}/{stats['n']})")
-
-
 def _number(value, digits: int = 0) -> str:
     return "–" if value is None else f"{value:,.{digits}f}"
 
@@ -40,10 +35,6 @@ def _misses(failures: list[dict]) -> str:
     counts = Counter((f"executor {f['machine']}" if f["where"] == "executor" and f.get("machine") else f["where"],
                       f["what"]) for f in failures)
     return "; ".join(f"{where}: {what} {n}" for (where, what), n in counts.most_common()) or "none"
-
-
-def _short(reason: str, limit: int = 220) -> str:
-    return reason if len(reason) <= limit else reason[:limit - 1] + "…"
 
 
 def results_table(document: dict) -> str:
@@ -60,7 +51,7 @@ def results_table(document: dict) -> str:
                 rows.append(row)
                 continue
             caef = "model_calls_mean" in stats
-            row.update({"accuracy % [95% CI] (right/N)": _interval(stats),
+            row.update({"accuracy % [95% CI] (right/N)": counted_interval(stats),
                         "model calls a problem (a correct run's)": (
                             f"{_number(stats['model_calls_mean'], 1)} ({_number(stats['expected_calls_mean'], 1)})"
                             if caef else "1 reply"),
@@ -107,7 +98,7 @@ def standard_rows(document: dict) -> list[dict]:
             else:
                 held = f"short: {stats['correct']} of {stats['n']}"
             rows.append({"system": f"`{name}`", "cell": cell, "the standard": needs,
-                         "measured": _interval(stats) if stats else "–", "holds": held})
+                         "measured": counted_interval(stats) if stats else "–", "holds": held})
     return rows
 
 

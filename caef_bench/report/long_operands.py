@@ -15,16 +15,11 @@ import json
 import sys
 from pathlib import Path
 
-from caef_bench.report.tables import percent
+from caef_bench.report.tables import counted_interval, percent
 
 FILES = ("long_operands.md", "long_operands.json", "long_operands.png")
 HOW_MADE = "### How this was made"
 OP_NAMES = {"add": "add", "sub": "sub", "gt": "gt", "lt": "lt", "eq": "eq"}
-
-
-def _cell(stats: dict) -> str:
-    return (f"{percent(stats['correct'], stats['n'])} [{100 * stats['ci_low']:.0f}, {100 * stats['ci_high']:.0f}] "
-            f"({stats['correct']}/{stats['n']})")
 
 
 def _points(document: dict, op: str) -> list[tuple[int, dict, str]]:
@@ -151,7 +146,7 @@ def long_operands_markdown(document: dict) -> str:
     rows = []
     for op in ops:
         by_length = {n: s for n, s, _ in _points(document, op)}
-        rows.append({"operator": op, **{f"{n}": (_cell(by_length[n]) if n in by_length else "–") for n in lengths}})
+        rows.append({"operator": op, **{f"{n}": (counted_interval(by_length[n], 0) if n in by_length else "–") for n in lengths}})
     failure_rows = [{"operator": op, "digits": n, "right": f"{s['correct']}/{s['n']}",
                      "where runs first left the machine's course": ", ".join(
                          f"{where} {count}" for where, count in sorted(s["first_failure"].items())) or "–",
@@ -236,7 +231,7 @@ def _windowed_section(document: dict) -> list[str]:
     rows = []
     for op, points in windowed.items():
         for n, s in sorted(points.items(), key=lambda item: int(item[0])):
-            rows.append({"operator": op, "digits": f"{int(n):,}", "accuracy": _cell(s),
+            rows.append({"operator": op, "digits": f"{int(n):,}", "accuracy": counted_interval(s, 0),
                          "exact traces": f"{s['exact_traces']}/{s['n']}",
                          "first left the machine's course": ", ".join(
                              f"{where} {count}" for where, count in sorted(s["first_failure"].items())) or "–",

@@ -51,6 +51,13 @@ def percent(correct: int, n: int) -> str:
     return f"{rate:.{2 if near_an_end else 1}f}%"
 
 
+def counted_interval(stats: dict, digits: int = 1) -> str:
+    """'99.5% [97.2, 99.9] (199/200)': a rate as `percent` writes it, its Wilson interval to `digits`
+    decimals, and the counts it is read from."""
+    return (f"{percent(stats['correct'], stats['n'])} [{100 * stats['ci_low']:.{digits}f}, "
+            f"{100 * stats['ci_high']:.{digits}f}] ({stats['correct']}/{stats['n']})")
+
+
 def cells_named(pairs: list[tuple[str, str]], limit: int = 6) -> str:
     """'sub_100 (99.5%) and mul_1_10 (99.5%)': a few cells with what they hold, the rest counted."""
     named = [f"{cell} ({value})" for cell, value in pairs[:limit]]

@@ -74,8 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         # Before torch is imported: the allocator is fixed when a process starts (see allocator.py).
         from .train.allocator import reexecute_with_jemalloc
 
-        named = ",".join(getattr(args, kind, None) or "" for kind in ("executors", "aligners"))
-        reexecute_with_jemalloc(argv, getattr(args, "base", None), [op for op in named.split(",") if op])
+        ops = [op for kind in ("executors", "aligners") for op in (getattr(args, kind, None) or "").split(",") if op]
+        reexecute_with_jemalloc(argv, getattr(args, "base", None), ops)
     try:
         code = args.handler(args)
     except (ValueError, FileNotFoundError) as error:

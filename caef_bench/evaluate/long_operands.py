@@ -228,6 +228,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--records", type=Path, default=RECORDS_DIR)
     parser.add_argument("--out", type=Path, default=RESULTS_JSON,
                         help="the results document to update (measurements are merged into it)")
+    parser.add_argument("--costs-from", type=Path, metavar="DOCUMENT",
+                        help="the document of the run that solved these problems (another --out): where this run "
+                             "solves none, its seconds and forward passes are kept (default: --out's own)")
     return parser
 
 
@@ -251,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
                      f"pass {RESEARCH_FLAG} to measure it there anyway")
 
     document = json.loads(args.out.read_text()) if args.out.is_file() else {}
+    costs = json.loads(args.costs_from.read_text()) if args.costs_from else None
     document.setdefault("tier", args.tier)
     document["seed"] = args.seed
     document["limit_digits"] = limits.max_digits
@@ -315,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
                                 windowing=limits.windowing if args.windowed else None,
                                 packed=args.out.parent / packed)
                 stats["records"] = str(packed)
-                earlier = beyond_points.get(op, {}).get(str(n), {})
+                earlier = (costs or document).get("windowed" if args.windowed else "beyond", {}).get(op, {}).get(str(n), {})
                 if stats["resumed"] == stats["n"] and earlier.get("n") == stats["n"]:
                     # nothing solved now: the run that solved them says what they cost
                     stats.update({key: earlier[key] for key in ("seconds_solving", "forward_passes", "resumed")

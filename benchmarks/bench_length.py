@@ -56,7 +56,8 @@ def main() -> None:
     parser.add_argument("--rerender", action="store_true",
                         help="measure nothing: write --out's part again from the command and report it holds")
     args = parser.parse_args()
-    heading, reading = (WINDOWED_HEADING, WINDOWED_READING) if args.windowed else (HEADING, READING)
+    heading, reading = SECTIONS[args.op if args.windowed and args.op in SECTIONS else "windowed" if args.windowed
+                                else "whole"]
     if args.rerender:
         command, report = recorded(args.out, heading)
         replace_section(Path(args.out), heading, section(heading, finding(report), report, command, reading))
@@ -122,6 +123,20 @@ WINDOWED_READING = ("How to read it: up to the tier's limit a problem runs on wh
                     "whole state, and the machine's next window drafted from it), so a problem's time grows a little "
                     "faster than its length. The aligners' chunks add a few calls (one per 50 digits, each way). On a "
                     "shared machine every time moves with the load.")
+
+
+# The report's sections, each rewritten by the run that measures it: whole states, windowed runs (add and the
+# comparisons, whose executors read a window), and windowed subtraction (its composer steps run in chunks too).
+SECTIONS = {
+    "whole": (HEADING, READING),
+    "windowed": (WINDOWED_HEADING, WINDOWED_READING),
+    "sub": ("## Windowed subtraction: what its chunks cost",
+            "How to read it: past the tier's limit SUB's five composer steps run in chunks of 50 columns (a "
+            "1,000-digit subtraction has 21 a step), and its callees REFLECTION, ADD (twice) and LEFT_MASK a "
+            "window at a time (runtime.windowed, docs/long-operands.md), so a subtraction makes about four "
+            "times an addition's model calls, each a window or a chunk of fixed size. On a shared machine every "
+            "time moves with the load."),
+}
 
 
 def finding(lines: list[str]) -> str:

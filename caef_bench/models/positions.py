@@ -59,6 +59,17 @@ cell after it (`[HEAD1]|2`), and the ids of the queries of a's first two cells
 would coincide, as would the last cell of a and the query of b's first cell
 (`|4[HEAD2] |7`). Only aligner (I) sees these ids: executors read the start
 state as a new prompt with coupled ids.
+Scheme "coupled-words": coupled-hints, plus one rule for words the tokenizer spells a character a
+token (machine names outside FORMAT_WORDS: LONG_MUL, DIGIT_MUL, LONG_DIV; the markers [REM], [NEG]).
+Under the other coupled schemes every token of such a word has the same id, so a model cannot tell
+how far into the word it is: executor_long_mul, trained under coupled-hints, wrote `LO_MUL` for
+`LONG_MUL` and `DIII_MUL` for `DIGIT_MUL` (docs/long-mul-div.md). Here, inside a field, from its
+first letter or `_` token on every token takes its own place: each adds one to an in-field count
+that is added to the ids of the tokens after it in the field (`LONG_MUL,` gets 0..6, `[REM]|2|0`
+gets 0, 0, 1, 2, 3 and its cells 4, 5: the cells keep a fixed offset), as aligner (I)'s hinted
+completion counts its fields. A text with no such token (every state of the paper's machines,
+every expression) gets exactly coupled-hints' ids, so the scheme is opt-in for the long route's
+adapters and changes nothing for the others.
 Scheme "standard": 0, 1, 2, … as usual (pretrained tiers).
 
 A coupled scheme's name may carry its field stride, `coupled-hints/1024`: the ids of a field then
@@ -84,11 +95,12 @@ from caef_bench.machines.text import HALT_LINE
 from caef_bench.models.tokenizer import BOS_ID, SEP_ID, TOKEN_ID, VOCAB, encode
 
 FIELD_STRIDE = 128  # the default stride: more than the cells of any field (a 101-digit sum plus head room)
-SCHEMES = ("standard", "coupled", "coupled-expr", "coupled-hints")  # names; a coupled one may add /STRIDE
+SCHEMES = ("standard", "coupled", "coupled-expr", "coupled-hints", "coupled-words")  # names; a coupled one may add /STRIDE
 _SEPARATORS = frozenset({TOKEN_ID[" "], TOKEN_ID["\n"]})
 _CELLS = frozenset(TOKEN_ID[f"|{d}"] for d in "0123456789")
 _DIGITS = frozenset(TOKEN_ID[d] for d in "0123456789")
 _HALT = TOKEN_ID[HALT_LINE]
+_LETTERS = frozenset(TOKEN_ID[c] for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 
 
 class _Counter:
@@ -211,6 +223,31 @@ class HintCounter(ExpressionCounter):
         return super().next(token_id)
 
 
+class WordCounter(HintCounter):
+    """Scheme "coupled-words" (see the module's docstring): coupled-hints, with every token of a field
+    from its first letter or `_` token on in a place of its own. Holds only ints and bools, as the
+    counters it extends, so a shallow copy is an independent counter."""
+
+    def __init__(self, stride: int = FIELD_STRIDE):
+        super().__init__(stride)
+        self.worded = False  # the current field has had a letter token
+        self.extra = 0  # places taken so far in the current field by tokens from that letter on
+
+    def next(self, token_id: int) -> int:
+        position = super().next(token_id)
+        if token_id in (SEP_ID, BOS_ID) or token_id in _SEPARATORS:
+            position += 0 if token_id in (SEP_ID, BOS_ID) else self.extra
+            self.worded, self.extra = False, 0
+            return position
+        if self.hinted or self.expression:  # aligner (I)'s completion and (O)'s answer: places of their own
+            return position
+        position += self.extra
+        self.worded = self.worded or token_id in _LETTERS
+        if self.worded and token_id not in _CELLS:  # (a cell takes its place through the cell count)
+            self.extra += 1
+        return position
+
+
 _EXPRESSION = re.compile(r"([0-9]+)(\+|-|\*|//|>|<|==)([0-9]+)=")
 
 
@@ -298,7 +335,8 @@ def make_counter(scheme: str):
     name, stride = split_scheme(scheme)
     if name == "standard":
         return StandardCounter()
-    return {"coupled": CoupledCounter, "coupled-expr": ExpressionCounter, "coupled-hints": HintCounter}[name](stride)
+    return {"coupled": CoupledCounter, "coupled-expr": ExpressionCounter, "coupled-hints": HintCounter,
+            "coupled-words": WordCounter}[name](stride)
 
 
 def position_ids(ids, scheme: str, offset: int = 0) -> list[int]:

@@ -7,6 +7,7 @@ golden traces (tests/reference/long-mul-div/) are what the machines write, byte 
 """
 
 import json
+import random
 import re
 import sys
 from pathlib import Path
@@ -150,6 +151,52 @@ def test_long_mul_typed_cases(a, b):
     _check_exact("long_mul", a, b)
 
 
+def _long_mul_pairs() -> list[tuple[int, int]]:
+    """Random and edge pairs: 0 and 1 on either side, runs of 9s, b with zeros inside and at the bottom,
+    a of one digit, 50 x 50 digits."""
+    rng = random.Random(91)
+    nines = [10**n - 1 for n in (1, 2, 7, 20, 50)]
+    zeros = [10**n for n in (1, 3, 20)] + [105, 1002003, 50050, 9000000009, 12 * 10**30 + 7 * 10**10]
+    edges = [0, 1, 2, 9, 10, *nines, *zeros, 12345678901234567890]
+    pairs = [(a, b) for a in edges for b in edges]
+    pairs += [(rng.randrange(10), rng.randrange(10**rng.randint(1, 50))) for _ in range(60)]
+    pairs += [(rng.randrange(10**49, 10**50), rng.randrange(10**49, 10**50)) for _ in range(6)]
+    pairs += [(rng.randrange(10**rng.randint(1, 30)), rng.randrange(10**rng.randint(1, 30))) for _ in range(200)]
+    return pairs
+
+
+def test_long_mul_gives_a_times_b_on_every_kind_of_pair():
+    for a, b in _long_mul_pairs():
+        machine_run = run("long_mul", a, b)
+        halt = machine_run.phases[-1].state
+        assert halt.halted and halt.output == str(a * b)[::-1], (a, b)
+
+
+def test_long_mul_copies_every_register_at_a_fixed_cell_offset():
+    """Horner's layout: a callee's start copies P one cell up (10*P) and the partial product cell for cell,
+    and its return puts the sum (or the first partial product) in P cell for cell; P never has a top zero
+    and a digit of 0 writes a 0 under P. What the design is for: under coupled ids these are fixed offsets."""
+    for a, b in _long_mul_pairs()[::7]:
+        phases = run("long_mul", a, b).phases
+        partial = None
+        for phase, after in zip(phases, phases[1:]):
+            product, callee = phase.state.output, phase.callee
+            assert not product.endswith("0")  # no top zero (tape order: the top digit is the last cell)
+            if callee is not None and callee.machine == "DIGIT_MUL":
+                digit = phase.state.b[phase.state.head - 2]
+                assert callee.snapshot(0).state.tapes[1].digits == digit != "0" and a > 0
+                partial = callee.halt.state.output
+                assert after.state.output == (partial if not product else product)
+            elif callee is not None:
+                start = callee.snapshot(0).state
+                assert (start.tapes[0].digits, start.tapes[1].digits) == ("0" + product, partial)
+                assert after.state.output == callee.halt.state.output
+            elif phase.state.q == "q1" and phase.state.head > 1:
+                assert after.state.output == ("0" + product if product else "")
+            if phase.state.q in ("q1", "q2") and not after.state.halted:
+                assert after.state.head == phase.state.head - (after.state.q == "q1" and phase.state.q != "q0")
+
+
 @pytest.mark.parametrize("a,b", TYPED_DIV)
 def test_long_div_typed_cases(a, b):
     _check_exact("long_div", a, b)
@@ -170,7 +217,8 @@ def test_a_halt_has_no_next_step_and_other_problems_are_off_course():
     machine_run = run("long_mul", 946, 15)
     with pytest.raises(OffCourse):
         next_text("executor", "long_mul", machine_run.text(-1) + "\n")
-    wrong = machine_run.transition(2)[0].replace("[OUTPUT]|3|7|4", "[OUTPUT]|3|7|5")
+    wrong = machine_run.transition(2)[0].replace("[OUTPUT]|6|4|9", "[OUTPUT]|6|4|8")
+    assert wrong != machine_run.transition(2)[0]
     with pytest.raises(OffCourse):
         next_text("executor", "long_mul", wrong)
 
@@ -181,7 +229,9 @@ def test_classify_names_a_misplaced_head_and_a_wrong_register():
     assert classify(text, text.replace("|2[HEAD1]|2", "[HEAD1]|2|2")) == "misplaced_head"
     assert classify(text, text.replace("[REM]|2|0", "[REM]|3|0", 1)) == "wrong_digit"
     product = run("long_mul", 946, 15).text(2)
-    assert classify(product, product.replace("|0[OUTPUT]|3", "|0|3[OUTPUT]", 1)) == "misplaced_head"
+    assert " |5[HEAD2]|1 [OUTPUT]|6|4|9" in product
+    assert classify(product, product.replace("|5[HEAD2]|1", "|5|1[HEAD2]", 1)) == "misplaced_head"
+    assert classify(product, product.replace("[OUTPUT]|6|4|9", "[OUTPUT]|6|4|8", 1)) == "wrong_digit"
 
 
 def test_domains():

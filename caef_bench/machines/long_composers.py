@@ -6,8 +6,8 @@ grow with the operands' lengths instead, and call the executors CAEF already has
 and one more (design, states and call counts: docs/long-mul-div.md):
 
     DIGIT_MUL(a, d)  a times one digit, in one pass with a carry register (an executor, like ADD)
-    LONG_MUL(a, b)   one partial product a*b_k per digit of b (DIGIT_MUL), added by ADD into the
-                     product register at b_k's column; the cells below that column are final
+    LONG_MUL(a, b)   Horner's rule, b's top digit first: P <- 10*P + a*d for each digit d of b (DIGIT_MUL
+                     for a*d, ADD for the sum), so every copy between P and a callee is a fixed offset
     LONG_DIV(a, b)   one quotient digit per digit of a: bring the digit down into a remainder of
                      len(b)+1 cells, then ADD b's ten's complement until the sum carries no more
                      (a carry out of the top column is "the remainder was at least b")
@@ -101,47 +101,51 @@ def _top_zeros_dropped(digits: str) -> str:
 
 
 def long_mul_run(a: int, b: int) -> ComposerRun:
-    """Schoolbook multiplication, b's lowest digit first.
+    """Multiplication by Horner's rule, b's top digit first: P <- 10*P + a*d for each digit d of b.
 
-    q0: CMD q1. In q1, HEAD2 on digit d = b_k, the product register P with k final cells before its
-    marker and the running part H after it:
-      d > 0, H not empty:  [CALL] DIGIT_MUL(a, d), q2; then in q2 [CALL] ADD(H, a*d) with
-                           "[OUTPUT] RIGHT, [HEAD2] RIGHT, q1": the sum replaces H, the marker and
-                           the head move one cell on (the sum's lowest digit is final)
-      d > 0, H empty:      [CALL] DIGIT_MUL(a, d) with "[OUTPUT] RIGHT, [HEAD2] RIGHT, q1": a*d is H
-      d = 0:               "[OUTPUT] RIGHT, [HEAD2] RIGHT, q1", writing "[OUTPUT] 0" first if H is
-                           empty (a zero column of the product)
-      HEAD2 past b's end:  "[OUTPUT], qH"; the halt state holds P without its marker and top zeros
-                           (there are some only when a is 0)
+    HEAD2 stands just above the next digit d to multiply (the cell before its marker): q0 keeps the
+    paper composers' start ("[HEAD2]|5|1", where aligner (I) writes b as for MUL), q0 -> q1 puts it past
+    b's top digit, and each digit done moves it one cell down ("[HEAD2] LEFT"). The product register P
+    follows "[OUTPUT]" in tape order, so its cell k is always the product's digit k:
+      d > 0, P not empty:   [CALL] DIGIT_MUL(a, d), q2; then in q2 [CALL] ADD(10*P, a*d) with
+                            "[HEAD2] LEFT, q1", whose sum becomes P (10*P: P's cells one cell up, a 0 in
+                            cell 0)
+      d > 0, P empty:       [CALL] DIGIT_MUL(a, d) with "[HEAD2] LEFT, q1": a*d becomes P
+      d = 0 (or a = 0):     "[OUTPUT] 0, [HEAD2] LEFT, q1": P <- 10*P, a 0 written in cell 0 and P one
+                            cell up; while P is empty only "[HEAD2] LEFT, q1"
+      nothing below HEAD2:  "[OUTPUT], qH" ("[OUTPUT] 0, [OUTPUT], qH" while P is empty): the halt
+                            state holds P without its marker
+    Every copy between P and the callees' tapes is at a fixed cell offset (cell k to k, or k to k+1),
+    which coupled position ids make a fixed id offset. a = 0 calls nothing: P stays empty and the halt
+    writes 0, so P never holds a top zero.
     """
     ta, tb = to_tape(a), to_tape(b)
-    moves = (_OUTPUT_RIGHT, _RIGHT["HEAD2"])
+    down = Action("HEAD2", "LEFT")
+    zero = Action("OUTPUT", "0")
 
-    def state(q: str, k: int, product: str) -> LongMulState:
-        return LongMulState("LONG_MUL", q, ta, tb, None, product, k + 1, k)
+    def state(q: str, head: int, product: str) -> LongMulState:
+        return LongMulState("LONG_MUL", q, ta, tb, None, product, head)
 
-    phases = [Phase(state("q0", 0, ""), Command((), "q1"))]
+    phases = [Phase(state("q0", 1, ""), Command((), "q1"))]
     product = ""
-    for k, digit in enumerate(tb):
-        high = product[k:]
-        here = state("q1", k, product)
-        if digit == "0":
-            write = () if high else (Action("OUTPUT", "0"),)
-            phases.append(Phase(here, Command(write + moves, "q1")))
-            product += "" if high else "0"
+    for head in range(len(tb) + 1, 1, -1):  # the digit multiplied is the cell before the marker
+        digit = tb[head - 2]
+        here = state("q1", head, product)
+        if digit == "0" or a == 0:
+            phases.append(Phase(here, Command(((zero,) if product else ()) + (down,), "q1")))
+            product = "0" + product if product else ""
             continue
         partial = DigitMulRun(ta, digit)
-        if not high:
-            phases.append(Phase(here, _call("DIGIT_MUL", *moves, next_q="q1"), partial))
-            product += partial.halt_output
+        if not product:
+            phases.append(Phase(here, _call("DIGIT_MUL", down, next_q="q1"), partial))
+            product = partial.halt_output
             continue
         phases.append(Phase(here, _call("DIGIT_MUL", next_q="q2"), partial))
-        column_sum = AddRun(high, partial.halt_output)
-        phases.append(Phase(state("q2", k, product), _call("ADD", *moves, next_q="q1"), column_sum))
-        product = product[:k] + column_sum.halt_output
-    phases.append(Phase(state("q1", len(tb), product), Command((_OUTPUT_BARE,), "qH")))
-    phases.append(Phase(LongMulState("LONG_MUL", "qH", ta, tb, None, _top_zeros_dropped(product), len(tb) + 1, 0),
-                        HALT))
+        column_sum = AddRun("0" + product, partial.halt_output)
+        phases.append(Phase(state("q2", head, product), _call("ADD", down, next_q="q1"), column_sum))
+        product = column_sum.halt_output
+    phases.append(Phase(state("q1", 1, product), Command(((zero,) if not product else ()) + (_OUTPUT_BARE,), "qH")))
+    phases.append(Phase(state("qH", 1, product or "0"), HALT))
     return ComposerRun("LONG_MUL", a, b, phases)
 
 

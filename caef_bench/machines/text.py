@@ -44,6 +44,8 @@ _WORD_ARGS = {
     "COUNT": re.compile(r"[0-9]"),
     "CALL": re.compile("|".join(MACHINES)),
 }
+# LONG_MUL moves HEAD2 down b (Horner's rule, b's top digit first): its one head that moves left
+_MACHINE_WORD_ARGS = {("LONG_MUL", "HEAD2"): re.compile(r"LEFT")}
 _BARE_OK = ("C", "OUTPUT")  # "[OUTPUT], [C], qH"
 _CELLS_OK = ("OUTPUT", "COUNT")  # "[COUNT]|4|0|5|1"
 _REGISTERS = {
@@ -429,7 +431,9 @@ def _parse_action(cur: _Cursor, machine: str) -> Action:
     if cur.take(" "):
         word_start = cur.pos
         word = cur.regex(re.compile(r"[^,]+"), f"an argument for [{register}]")
-        if not _WORD_ARGS[register[:4] if register.startswith("HEAD") else register].fullmatch(word):
+        pattern = _MACHINE_WORD_ARGS.get((machine, register)) or _WORD_ARGS[register[:4] if register.startswith("HEAD")
+                                                                             else register]
+        if not pattern.fullmatch(word):
             cur.pos = word_start
             raise cur.fail(f"invalid argument for [{register}]")
         return Action(register, word)
@@ -512,23 +516,22 @@ def parse(text: str) -> Snapshot:
 
 @dataclass(frozen=True, slots=True)
 class LongMulState(ComposerState):
-    """LONG_MUL's state line: a, b with a moving HEAD2, and the product register with a marker.
+    """LONG_MUL's state line: a, b with a moving HEAD2, and the product register P after [OUTPUT].
 
-        LONG_MUL, q1, [HEAD1]|6|4|9 |5[HEAD2]|1 |0[OUTPUT]|3|7|4
+        LONG_MUL, q1, [HEAD1]|6|4|9 |5[HEAD2]|1 [OUTPUT]|6|4|9
 
-    HEAD2 stands before the digit of b being multiplied (head k+1 on digit k, len(b)+1 past the
-    last, an executor tape's convention; head 1 reads as the paper's composers' "[HEAD2]|5|1").
-    The cells of the output before its [OUTPUT] marker are the product's final low digits; the cells
-    after it, the running high part that the next partial product is added to. The halt state
-    drops the marker (mark 0) and holds the product.
+    Horner's rule, b's top digit first: HEAD2 stands just above the next digit to multiply, the
+    cell before its marker (an executor tape's head numbers: head k+1 before digit k, len(b)+1 past
+    the top; head 1, "[HEAD2]|5|1" as the paper's composers write b, is the start state and, in q1,
+    "every digit done"). P is the product so far in tape order, its cell k the product's digit k
+    (empty before the first partial product). The halt state drops the marker and holds the product.
     """
 
     head: int = 1
-    mark: int = 0
 
     @property
     def heads(self) -> tuple[int, ...]:
-        return (self.head, self.mark)
+        return (self.head,)
 
     @property
     def registers(self) -> tuple[str, ...]:
@@ -567,11 +570,8 @@ def _render_long_state(state: LongMulState | LongDivState) -> str:
     halted = state.q == "qH"
     if state.machine == "LONG_MUL":
         b = render_tape("HEAD2", cells(state.b), state.head)
-        if halted:
-            product = cells(state.output)
-        else:
-            product = f"{cells(state.output[: state.mark])}[OUTPUT]{cells(state.output[state.mark:])}"
-        return f"LONG_MUL, {state.q}, [HEAD1]{cells(state.a)}{b} {product}"
+        marker = "" if halted else "[OUTPUT]"
+        return f"LONG_MUL, {state.q}, [HEAD1]{cells(state.a)}{b} {marker}{cells(state.output)}"
     a = render_tape("HEAD1", cells(state.a), state.head)
     marker = "" if halted else "[OUTPUT]"
     return (f"LONG_DIV, {state.q}, {a} [HEAD2]{cells(state.b)} [REM]{cells(state.rem)} "
@@ -592,14 +592,11 @@ def _parse_long_state(cur, machine: str, q: str) -> LongMulState | LongDivState:
         cur.expect("[HEAD1]")
         a = cur.digits()
         b, head = moving_tape("HEAD2")
-        cur.expect(" ")
-        low = cur.digits()
-        if halted:
-            if not low:
-                raise cur.fail("expected the product's digits")
-            return LongMulState(machine, q, a, b, None, low, head, 0)
-        cur.expect("[OUTPUT]")
-        return LongMulState(machine, q, a, b, None, low + cur.digits(), head, len(low))
+        cur.expect(" " if halted else " [OUTPUT]")
+        product = cur.digits()
+        if halted and not product:
+            raise cur.fail("expected the product's digits")
+        return LongMulState(machine, q, a, b, None, product, head)
     def register(marker: str) -> str:
         cur.expect(f" [{marker}]")
         return cur.digits()

@@ -2,10 +2,13 @@
 executor_long_div, aligner_long_mul, aligner_long_div. A smoke test, no training: a handful of samples from
 the data build's generators and from the training stream, each one the machines' own transition (or
 conversion) that parses and renders back byte for byte, at the test cells' lengths and with the
-structured operand classes among them; and `caef-bench train` takes the long adapters by name.
+structured operand classes among them; and `caef-bench train` takes the long adapters by name. Their plans
+train under coupled-words (checked on the plans, and by two training steps of one on a micro model).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +21,7 @@ from caef_bench.models.positions import position_ids
 from caef_bench.train import mix as mixes
 from caef_bench.train.presets import preset
 from caef_bench.train.sources import MachineSource
+from micro_model import micro_tiny_base  # noqa: F401  (pytest fixture)
 
 LONG_ADAPTERS = [("executor", "digit_mul"), ("executor", "long_mul"), ("executor", "long_div"),
                  ("aligner", "long_mul"), ("aligner", "long_div")]
@@ -160,3 +164,46 @@ def test_the_tiny_preset_plans_each_long_adapter_within_40_minutes_on_one_thread
         assert 30 <= minutes <= 40, (kind, op, mean, minutes)
     # --batch 16 (a small machine) runs the same samples in eight times the steps
     assert tiny.for_adapter("executor", "long_mul", {"stage2_batch": 16}).stage2_steps == 1_648
+
+
+def test_the_long_adapters_plan_coupled_words_and_the_others_keep_the_bases_ids():
+    """tiny.yaml gives the five long-route plans position_scheme coupled-words (their names are spelt a
+    character a token), at the base's or --set's field stride; every other plan keeps the base's ids."""
+    from dataclasses import replace
+
+    from caef_bench.train.recipe import TrainRequest, adapter_codec, planned_scheme
+
+    tiny = preset("tiny")
+    request = TrainRequest(preset="tiny", out=Path("unused"), progress=False)
+    base = CaefCodec("coupled-expr")  # the shipped base's recorded ids
+    for kind, op in LONG_ADAPTERS:
+        assert tiny.for_adapter(kind, op).position_scheme == "coupled-words", (kind, op)
+        assert planned_scheme(request, kind, op, base.scheme) == "coupled-words"
+        assert adapter_codec(base, request, kind, op).scheme == "coupled-words"
+    for kind, op in [("executor", "add"), ("executor", "mul"), ("aligner", "mul"), ("aligner", "add")]:
+        assert tiny.for_adapter(kind, op).position_scheme == "coupled-hints"
+        assert planned_scheme(request, kind, op, base.scheme) is None and adapter_codec(base, request, kind, op) is base
+    # --set position_scheme gives the base's ids (round 1's command named coupled-hints): the plan keeps its
+    # name, at that stride
+    for given, trained in [("coupled-hints", "coupled-words"), ("coupled-hints/1024", "coupled-words/1024")]:
+        overridden = replace(request, overrides={"position_scheme": given})
+        assert adapter_codec(CaefCodec(given), overridden, "executor", "long_mul").scheme == trained
+        assert adapter_codec(CaefCodec(given), overridden, "executor", "add").scheme == given
+
+
+def test_a_long_adapter_trains_and_is_recorded_under_coupled_words(tmp_path, micro_tiny_base):
+    """Two steps on the micro base: the long adapter's manifest (what loading runs it with) says coupled-words,
+    the paper's executor trained beside it the base's ids."""
+    import json
+
+    from caef_bench.models.loading import adapter_schemes
+    from caef_bench.train.recipe import TrainRequest, run_training
+
+    request = TrainRequest(preset="tiny", out=tmp_path, base=str(micro_tiny_base), executors=("digit_mul", "add"),
+                           aligners=(), overrides={"stage2_steps": 2, "stage2_batch": 2, "max_len": 4},
+                           progress=False, command="caef-bench train (test)")
+    run_training(request)
+    long = json.loads((tmp_path / "executors/digit_mul/manifest.json").read_text())
+    assert long["position_scheme"] == long["preset"]["position_scheme"] == "coupled-words"
+    assert json.loads((tmp_path / "executors/add/manifest.json").read_text())["position_scheme"] == "coupled-hints"
+    assert adapter_schemes(tmp_path)["executor_digit_mul"] == "coupled-words"

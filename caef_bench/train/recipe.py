@@ -439,17 +439,34 @@ def _gate_flags(request: TrainRequest, kind: str) -> dict:
     return {"anonymous_cells": True, **({"anonymous_digits": digits} if digits else {})}
 
 
-def adapter_codec(codec, request: TrainRequest, kind: str):
+def planned_scheme(request: TrainRequest, kind: str, op: str, current: str) -> str | None:
+    """The position scheme the preset's plan for this adapter names (the long route's adapters train under
+    coupled-words: tiny.yaml), at the field stride of `current` (the base's ids, or --set position_scheme's)
+    unless the plan names a stride; None where the plan names no scheme (the adapter keeps `current`). The
+    plan's name wins over --set's: the long route's names need coupled-words whatever ids the base is given."""
+    from caef_bench.models.positions import FIELD_STRIDE, split_scheme
+
+    planned = preset(request.preset).adapter_plans.get(adapter_name(kind, op), {}).get("position_scheme")
+    if planned is None or "/" in planned:
+        return planned
+    stride = split_scheme(current)[1]
+    return planned if stride in (None, FIELD_STRIDE) else f"{planned}/{stride}"
+
+
+def adapter_codec(codec, request: TrainRequest, kind: str, op: str | None = None):
     """The codec an adapter trains with: the base's, but for a LoRA-direct adapter the ids of
-    request.direct_position_scheme (the manifest records them, and loading runs it with them)."""
+    request.direct_position_scheme, and for one whose plan names a scheme that scheme's (planned_scheme);
+    the manifest records them, and loading runs it with them."""
     from caef_bench.models.codec import CaefCodec
 
-    if kind != "direct" or codec.scheme == request.direct_position_scheme:
+    wanted = request.direct_position_scheme if kind == "direct" else planned_scheme(request, kind, op, codec.scheme) \
+        if op else None
+    if wanted is None or codec.scheme == wanted:
         return codec
     if not isinstance(codec, CaefCodec):  # a pretrained base's own tokenizer has ordinary ids only
-        raise ValueError(f"position scheme {request.direct_position_scheme!r} needs the CAEF tokenizer; "
+        raise ValueError(f"position scheme {wanted!r} needs the CAEF tokenizer; "
                          f"this base has its own ({codec.scheme} ids)")
-    return replace(codec, scheme=request.direct_position_scheme)
+    return replace(codec, scheme=wanted)
 
 
 def save_adapter_folder(peft_model, folder: Path, manifest: dict) -> None:
@@ -463,10 +480,10 @@ def save_adapter_folder(peft_model, folder: Path, manifest: dict) -> None:
 
 def train_adapter(model, codec, request: TrainRequest, kind: str, op: str, command: str) -> dict:
     """Stage 1 then stage 2 LoRA training of one adapter on the frozen base; returns its manifest."""
-    codec = adapter_codec(codec, request, kind)
+    codec = adapter_codec(codec, request, kind, op)
     recipe = request.recipe_for(kind, op)
-    if kind == "direct":  # its recorded preset says the ids it trained with, not the base's
-        recipe = replace(recipe, position_scheme=codec.scheme)
+    if kind == "direct" or planned_scheme(request, kind, op, codec.scheme):  # its recorded preset says the ids
+        recipe = replace(recipe, position_scheme=codec.scheme)  # it trained with, not the base's
     folder = request.out / KIND_FOLDERS[kind] / op
     flags = _gate_flags(request, kind)
     if flags or hasattr(model, "_anonymous_cells_gate"):

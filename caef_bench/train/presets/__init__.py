@@ -64,7 +64,8 @@ class Preset:
     # classes (no shares).
     base_phases: tuple[BasePhase, ...] = ()
     # Per adapter ("executor_add"): its stage-2 budget in samples and the preset fields it trains
-    # with instead of the preset's ("lr", "mix"). Every adapter keeps the base's ids.
+    # with instead of the preset's ("lr", "mix"). An adapter keeps the base's ids unless its plan names
+    # a position_scheme (train.recipe.planned_scheme: the long route's, coupled-words).
     adapter_plans: dict = field(default_factory=dict)
 
     def overridden(self, overrides: dict) -> Preset:

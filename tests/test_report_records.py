@@ -8,7 +8,8 @@ in results/, a whole report or a part of one (a system, the one-step stress, a c
 why its numbers cannot be recounted yet, and a report that is neither recounted nor listed fails
 `test_every_report_is_recounted_or_listed`: what is checkable problem by problem is what this file recounts.
 Table 1's systems with a `records` key recount from their gzipped problem lines in tests/test_table1_records.py,
-long_mul_div.json's in tests/test_long_mul_div_records.py.
+long_mul_div.json's in tests/test_long_mul_div_records.py, the lm-eval systems of repeated.json in
+tests/test_repeated_records.py.
 The archives are unpacked into pytest's temporary folder, never into the tree.
 """
 
@@ -78,9 +79,10 @@ UNCOUNTED_FIELDS = {
 
 
 # The reports whose systems keep their problem lines (records/<suite>/<system>.jsonl.gz beside them), and the test
-# that recounts them.
+# that recounts them (in a repeated-digit report the lm-eval systems' only: CAEF's records are recounted here).
 PROBLEM_LINES_TESTS = {"table1.json": "tests/test_table1_records.py",
-                       "long_mul_div.json": "tests/test_long_mul_div_records.py"}
+                       "long_mul_div.json": "tests/test_long_mul_div_records.py",
+                       "repeated.json": "tests/test_repeated_records.py"}
 
 
 def archive_of(records: str | None) -> Path | None:
@@ -158,8 +160,8 @@ def parts() -> dict[str, list[Cell] | str | None]:
             if not system.get("cells"):  # skipped: no numbers
                 continue
             part = f"{report}: {name}"
-            if Path(report).name in PROBLEM_LINES_TESTS:  # its problem lines: records/<suite>/<system>.jsonl.gz
-                found[part] = PROBLEM_LINES_TESTS[Path(report).name] if "records" in system else None
+            if str(system.get("records", "")).endswith(".jsonl.gz"):  # its problem lines: records/<suite>/<system>…
+                found[part] = PROBLEM_LINES_TESTS.get(Path(report).name)
             else:
                 recounted = system.get("kind", "").startswith("caef") and archive_of(system.get("records"))
                 found[part] = _repeated_cells(part, system) if recounted else None

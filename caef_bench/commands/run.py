@@ -215,7 +215,7 @@ def run_repeated(args: argparse.Namespace) -> int:
         seed=args.seed, onestep_per_cell=args.onestep_per_cell,
         onestep_cells=tuple(select_cells(args.onestep_cells)) if args.onestep_cells else None,
         speculative=not args.no_speculative, device=device(args),
-        reuse_steps=Path(args.reuse_steps) if args.reuse_steps else None)
+        reuse_steps=Path(args.reuse_steps) if args.reuse_steps else None, out=Path(args.out))
     results = run_systems(request, say=say)
     if previous is not None:
         results = with_previous(results, previous, args.previous)

@@ -7,7 +7,10 @@ Three measurements on the repeated-digit test sets (`repeated_<op>_<n>_<p1|p2|p3
 - every other system of baselines/ through lm-eval (`table1.run_system`: its own work folder and
   request cache, a cell whose samples are complete is not run again), on the repeated cells in the
   system's own prompt style (caef_repeated, caef_repeated_direct, caef_repeated_chat); each wrong
-  answer classified from the answer alone (`failures.reply_failure`).
+  answer classified from the answer alone (`failures.reply_failure`). Its problems go, one line each
+  (cell, id, period, expression, target, reply, verdict), to records/repeated/<system>.jsonl.gz beside
+  the results document, and its cells are counted from those lines (`baseline_cell`), as a reader
+  recounts them (tests/test_repeated_records.py).
 - one-step stress: each executor and aligner on single transitions drawn from the repeated-digit
   problems, the random controls included (`onestep.repeated_cells_for`), so that a copying error
   shows where an end-to-end run never reaches the step (its aligner (I) failed first) or gets past it.
@@ -28,11 +31,12 @@ from caef_bench.evaluate.onestep import SUB_CALLEES, aligner_cases, executor_cas
 from caef_bench.evaluate.scoring import wilson_interval
 from caef_bench.evaluate.suites import Reuse, records_folder, reusing, run_caef
 from caef_bench.evaluate.systems import System
-from caef_bench.evaluate.table1 import read_samples, reply_text, run_system, system_folder
+from caef_bench.evaluate.table1 import problem_lines, read_samples, run_system, system_folder, write_problem_lines
 from caef_bench.models.names import adapter_name, split_adapter_name
 
 CONTROL = "control"
 STYLE_OF_GROUP = {"caef_table1": "bare", "caef_table1_direct": "direct", "caef_table1_chat": "chat"}
+RECORDS = Path("records") / "repeated"  # each lm-eval system's problem lines, beside the results document
 
 
 def select_cells(patterns: str | None) -> list[str]:
@@ -78,23 +82,30 @@ def run_caef_repeated(model, cells: list[str], limit, records_dir: Path, progres
 # --------------------------------------------------------------------------- baselines through lm-eval
 
 
-def run_baseline_repeated(system: System, cells: list[str], limit: int | None, work: Path, progress=print) -> dict:
-    """One system of baselines/ on the repeated cells through lm-eval (resumable), each wrong answer classified."""
+def baseline_cell(lines: list[dict], style: str) -> dict:
+    """A baseline's cell from its problem lines alone: N, wrong answers, and each wrong reply classified as
+    read in the system's prompt `style` (`failures.reply_failure`), in the lines' order."""
+    return {"n": len(lines), "answer_errors": sum(not line["correct"] for line in lines),
+            "failures": [failure_entry(line, reply_failure(line["expr"], line["target"], line["reply"],
+                                                           cell_parts(line["cell"])[0], style))
+                         for line in lines if not line["correct"]]}
+
+
+def run_baseline_repeated(system: System, cells: list[str], limit: int | None, work: Path, progress=print,
+                          out: Path | None = None) -> dict:
+    """One system of baselines/ on the repeated cells through lm-eval (resumable), each wrong answer
+    classified; with `out` (the results document's folder), its problem lines written there
+    (records/repeated/<system>.jsonl.gz), the entry's `records`."""
     ran = run_system(system, cells, limit, work, progress)
     samples = read_samples(system_folder(system, work, ran.get("weights")), system, cells)
     style = STYLE_OF_GROUP[system.tasks]
-    results = {}
-    for cell in cells:
-        failures = []
-        for sample in samples[cell]:
-            if sample["exact_match"]:
-                continue
-            doc = sample["doc"]
-            failures.append(failure_entry(doc, reply_failure(doc["expr"], doc["answer"], reply_text(sample), doc["op"],
-                                                             style)))
-        stats = ran["cells"][cell]
-        results[cell] = {"n": stats["n"], "answer_errors": stats["n"] - stats["correct"], "failures": failures}
-    return {"command": ran["command"], "limit": ran["limit"], "style": style, "cells": results}
+    lines = problem_lines(system, {cell: samples[cell] for cell in cells}, ran.get("weights"), ("id", "period"))
+    results = {cell: baseline_cell([line for line in lines if line["cell"] == cell], style) for cell in cells}
+    entry = {"command": ran["command"], "limit": ran["limit"], "style": style, "cells": results}
+    if out is not None:
+        entry["records"] = str(RECORDS / f"{system.name}.jsonl.gz")  # (from the document's folder)
+        write_problem_lines(lines, out / entry["records"])
+    return entry
 
 
 # --------------------------------------------------------------------------- one-step stress
@@ -205,6 +216,7 @@ class RepeatedRequest:
     speculative: bool = True
     device: str | None = None
     reuse_steps: Path | None = None  # an earlier run's records folder, for calls to unchanged adapters
+    out: Path | None = None  # the results document's folder: each lm-eval system's problem lines go there
 
     def limit_of(self, system: System, cell: str | None = None) -> int | None:
         return system.problems_per_cell(self.limit, self.limits, cell)
@@ -234,7 +246,8 @@ def run_repeated(request: RepeatedRequest, say=print) -> dict:
             continue
         if system.model != "caef":
             limit = system.lm_eval_limit(request.limit, request.limits)
-            results["systems"][system.name] = {**base, **run_baseline_repeated(system, own_cells, limit, request.work, say)}
+            ran = run_baseline_repeated(system, own_cells, limit, request.work, say, request.out)
+            results["systems"][system.name] = {**base, **ran}
             continue
         # CAEF runs through the runtime itself, traced, so every failure has its first divergence.
         tier = system.resolved_model_args().get("tier", request.tier)

@@ -53,16 +53,20 @@ def cell_result(samples: list[dict]) -> dict:
     return result
 
 
-def problem_lines(system: System, samples: dict[str, list[dict]], weights: str | None) -> list[dict]:
+def problem_lines(system: System, samples: dict[str, list[dict]], weights: str | None,
+                  doc_fields: tuple[str, ...] = ()) -> list[dict]:
     """One line per problem a system answered: its cell, expression, target, reply and verdict (the
     tasks' exact match), and for a CAEF tier with records the runtime's record of it (outcome, model
-    calls, first divergence, windowed or not, every step), so a reader can check any one problem."""
+    calls, first divergence, windowed or not, every step), so a reader can check any one problem.
+    `doc_fields`: fields of the test set's problem kept too, after the cell (a repeated-digit cell's id
+    and period, which its failures name)."""
     runtime = _runtime_records(system, weights)
     lines = []
     for cell, cell_samples in samples.items():
         for sample in cell_samples:
-            line = {"cell": cell, "expr": sample["doc"]["expr"], "target": sample["doc"]["answer"],
-                    "reply": reply_text(sample), "correct": bool(sample["exact_match"])}
+            doc = sample["doc"]
+            line = {"cell": cell, **{key: doc[key] for key in doc_fields}, "expr": doc["expr"],
+                    "target": doc["answer"], "reply": reply_text(sample), "correct": bool(sample["exact_match"])}
             if (record := runtime.get(line["expr"])) is not None:
                 line["caef"] = record
             lines.append(line)

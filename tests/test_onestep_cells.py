@@ -186,3 +186,21 @@ def test_max_len_measures_the_cells_of_short_operands_alone(monkeypatch):
     assert build_parser().parse_args(["onestep", "--max-len", "10"]).max_len == 10
     with pytest.raises(ValueError, match="--max-len picks one-step cells"):  # before any model loads
         onestep.measure_tier("tiny", None, [("executor", "add")], 2, 0, every_step=True, max_len=10)
+
+
+def test_a_renamed_cell_draws_the_steps_of_the_stream_it_was_published_with(monkeypatch):
+    """The repeated-digit cells keep the `rep_…` streams their test sets were published with; their one-step
+    draws are seeded by the same stream, so a cell's name can change without changing a committed number."""
+    from dataclasses import replace
+
+    from caef_bench.data import testsets
+    from caef_bench.evaluate import onestep
+    from caef_bench.evaluate.onestep import aligner_cases
+
+    spec = testsets.CELLS["repeated_sub_100_p1"]
+    assert spec.stream == "rep_sub_100_p1"
+    monkeypatch.setitem(testsets.CELLS, "renamed_sub_100_p1", replace(spec))  # the same problems, another name
+    monkeypatch.setattr(onestep, "load_cell", lambda name: testsets.load_cell(name.replace("renamed_", "repeated_")))
+    for op in ("sub", "reflection"):
+        assert executor_cases(op, "renamed_sub_100_p1", 4) == executor_cases(op, "repeated_sub_100_p1", 4)
+    assert aligner_cases("sub", "renamed_sub_100_p1", 4) == aligner_cases("sub", "repeated_sub_100_p1", 4)

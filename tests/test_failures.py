@@ -318,3 +318,17 @@ def test_fisher_exact_at_the_full_evaluations_sizes_where_the_weights_pass_a_flo
     assert 0 < fisher_exact(500, 2885, 2, 550) < 1e-30  # (scipy: 3.78e-38)
     assert fisher_exact(200, 4000, 50, 1000) == pytest.approx(1.0)
     assert fisher_exact(150, 3000, 20, 1000) == pytest.approx(fisher_exact(20, 1000, 150, 3000))
+
+
+@pytest.mark.parametrize("op, a, b", [("reflection", 99999, 99123), ("long_mul", 946, 15)])
+def test_a_head_moved_left_out_of_the_command_is_a_head_off_by_one(op, a, b):
+    """REFLECTION's output head and LONG_MUL's HEAD2 move LEFT: a command that leaves the move out is the head
+    error it is, not an unclassified command."""
+    from caef_bench.machines import run
+
+    machine_run = run(op, a, b)
+    step = next(i for i in range(len(machine_run)) if " LEFT" in machine_run.transition(i)[1].splitlines()[1])
+    target = machine_run.transition(step)[1]
+    got = target.replace(", [OUTPUT] LEFT", "").replace("[OUTPUT] LEFT, ", "").replace(", [HEAD2] LEFT", "")
+    assert got != target
+    assert classify_step(f"executor_{op}", target, got).what == "head_off_by_one"

@@ -268,10 +268,11 @@ def _command_field(expected: Snapshot, got: Snapshot) -> _Field | None:
         return _Field("call", "other", None, None, e.call or "", g.call or "")
     if e_args.get("C") != g_args.get("C"):
         return _Field("command", "carry_error", None, None, e_args.get("C") or "", g_args.get("C") or "")
-    e_moves = sorted(a.register for a in e.actions if a.arg == "RIGHT")
-    g_moves = sorted(a.register for a in g.actions if a.arg == "RIGHT")
+    # a head moved one way or the other (REFLECTION's output head and LONG_MUL's HEAD2 move LEFT)
+    e_moves = sorted(f"{a.register} {a.arg}" for a in e.actions if a.arg in ("RIGHT", "LEFT"))
+    g_moves = sorted(f"{a.register} {a.arg}" for a in g.actions if a.arg in ("RIGHT", "LEFT"))
     if e_moves != g_moves:
-        return _Field("command", "head_off_by_one", None, None, " ".join(e_moves), " ".join(g_moves))
+        return _Field("command", "head_off_by_one", None, None, ", ".join(e_moves), ", ".join(g_moves))
     written = [(a.register, a.arg) for a in e.actions if a.arg not in ("RIGHT", "LEFT")]
     for register, arg in written:
         other = next((a.arg for a in g.actions if a.register == register and a.arg not in ("RIGHT", "LEFT")), None)

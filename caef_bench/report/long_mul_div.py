@@ -17,8 +17,8 @@ from caef_bench.report.tables import HOW_MADE, counted_interval, failures_markdo
 
 FILES = ("long_mul_div.md", "long_mul_div.json", "long_mul_div.png")
 EXAMPLES_PER_CELL = 2  # a baseline's wrong replies shown per cell (every one is in its records)
-TRAIN_LONG_ROUTE = ("caef-bench train --preset tiny --base checkpoints/tiny/base --set position_scheme=coupled-hints "
-                    "--executors digit_mul,long_mul,long_div --aligners long_mul,long_div --out work/long-muldiv")
+TRAIN_LONG_ROUTE = ("caef-bench train --preset tiny --base checkpoints/tiny/base "
+                    "--executors digit_mul,long_mul,long_div --aligners long_mul,long_div --out work/long-muldiv-words")
 
 
 def cell_title(cell: str, lengths: dict) -> str:

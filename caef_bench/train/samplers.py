@@ -286,7 +286,7 @@ def _add_step_where(source, op: str, rng: random.Random, longest: int | None, ch
 
 def long_calls(source, op: str, rng: random.Random, longest: int | None, chances) -> dict:
     """A step of the calls schoolbook multiplication and long division make (the long route,
-    docs/long-mul-div.md): ADD on LONG_MUL's running high part and a partial product, ADD on LONG_DIV's
+    docs/long-mul-div.md): ADD on LONG_MUL's product so far times ten and a partial product, ADD on LONG_DIV's
     remainder, kept with zeros on top (`|2|0`), and b's ten's complement, and REFLECTION making that
     complement. The paper's operators never give ADD such operands (a remainder of w cells whose top is
     0, a sum whose carry out says whether the remainder was at least b). Operands of the composer's own

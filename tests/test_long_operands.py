@@ -192,3 +192,14 @@ def test_the_windowed_limit_is_held_to_the_whole_states_standard():
     said = windowed_standard(document, ("add", "gt", "sub"))
     assert "No windowed length meets it yet for all of add, gt, sub" in said
     assert "not measured: sub at 200, sub at 500, sub at 1,000" in said
+
+
+def test_passes_a_call_counts_the_calls_of_the_problems_solved_not_of_those_read_back():
+    from caef_bench.report.long_operands import _passes_a_call
+
+    # eq at 1,000 digits: 50 unequal pairs read back (~42 calls each), 50 equal ones solved (1,042 each)
+    point = {"n": 100, "resumed": 50, "steps_mean": 542.0, "forward_passes": 52100}
+    assert _passes_a_call(point) == "–"  # the mean run's calls would say 1.92
+    assert _passes_a_call({**point, "calls_solving": 52100}) == 1.0
+    assert _passes_a_call({"n": 10, "resumed": 0, "steps_mean": 100.0, "forward_passes": 1100}) == 1.1
+    assert _passes_a_call({"n": 10, "resumed": 10, "steps_mean": 100.0, "forward_passes": 0}) == "–"

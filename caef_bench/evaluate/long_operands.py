@@ -117,7 +117,7 @@ def measure(model, op: str, digits: int, n: int, records_dir: Path = RECORDS_DIR
 
     rows = problems_at(op, digits, n, seed)
     records_dir.mkdir(parents=True, exist_ok=True)
-    passes = model.stats.forward_passes
+    passes, calls = model.stats.forward_passes, model.stats.steps
     start = time.perf_counter()
     records, resumed = solve_cell(as_problems(rows), model, records_dir / f"{op}_{digits}.jsonl", mode="traced",
                                   windowing=windowing)
@@ -127,6 +127,7 @@ def measure(model, op: str, digits: int, n: int, records_dir: Path = RECORDS_DIR
     stats["resumed"] = resumed
     stats["seconds_solving"] = round(time.perf_counter() - start, 1)
     stats["forward_passes"] = model.stats.forward_passes - passes
+    stats["calls_solving"] = model.stats.steps - calls  # the calls of the problems solved now (not the resumed)
     return stats
 
 
@@ -322,8 +323,10 @@ def main(argv: list[str] | None = None) -> int:
                 earlier = (costs or document).get("windowed" if args.windowed else "beyond", {}).get(op, {}).get(str(n), {})
                 if stats["resumed"] == stats["n"] and earlier.get("n") == stats["n"]:
                     # nothing solved now: the run that solved them says what they cost
-                    stats.update({key: earlier[key] for key in ("seconds_solving", "forward_passes", "resumed")
-                                  if key in earlier})
+                    stats.update({key: earlier[key] for key in ("seconds_solving", "forward_passes", "calls_solving",
+                                                                "resumed") if key in earlier})
+                    if "calls_solving" not in earlier:
+                        stats.pop("calls_solving")
                 beyond_points.setdefault(op, {})[str(n)] = stats
                 print(f"{op} {n} digits: {stats['correct']}/{stats['n']} right, first failures "
                       f"{stats['first_failure']}, {stats['seconds_solving']} s", flush=True)

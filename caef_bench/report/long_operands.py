@@ -224,6 +224,18 @@ def long_operands_markdown(document: dict) -> str:
     return "\n".join(lines)
 
 
+def _passes_a_call(point: dict) -> float | str:
+    """Forward passes per model call of the problems a point's run solved (not those it read back), by the
+    calls it counted; a point measured before runs counted them has its mean run's calls only, which are
+    those solved only when none was read back ("–" otherwise: eq's equal pairs take 1,042 calls, its others
+    ~42, so a mean over other problems says nothing)."""
+    if not point.get("forward_passes") or point["n"] <= point["resumed"]:
+        return "–"
+    if "calls_solving" in point:
+        return round(point["forward_passes"] / max(1, point["calls_solving"]), 2)
+    return round(point["forward_passes"] / max(1, point["steps_mean"] * point["n"]), 2) if not point["resumed"] else "–"
+
+
 def _windowed_section(document: dict) -> list[str]:
     """Accuracy and cost of the windowed runs, and where any run left the machine's course."""
     import pandas as pd
@@ -239,8 +251,7 @@ def _windowed_section(document: dict) -> list[str]:
                          "first left the machine's course": ", ".join(
                              f"{where} {count}" for where, count in sorted(s["first_failure"].items())) or "–",
                          "model calls a run (mean)": s["steps_mean"],
-                         "forward passes a call": round(s["forward_passes"] / max(1, s["steps_mean"] * (
-                             s["n"] - s["resumed"])), 2) if s.get("forward_passes") and s["n"] > s["resumed"] else "–"})
+                         "forward passes a call": _passes_a_call(s)})
     return ["### Windowed execution", "",
             f"Whole runs, traced, of the committed long cells (the first N of each), with the shipped weights "
             f"`{document.get('weights')}`; each call is compared with the machine's own call on the same window, "

@@ -56,9 +56,6 @@ NO_RECORDS = {
                               "test_table1s_caef_row_agrees_with_the_caef_suites_records checks it against",
     "repeated.json: caef-tiny @c55d8d3edcfa": "earlier weights' run kept for comparison; its records "
                                               "(work/records/tiny-c55d8d3edcfa) are not committed",
-    "repeated.json: lora-direct-tiny": _LM_EVAL,
-    "repeated.json: lora-direct-tiny-protocol": _LM_EVAL,
-    "repeated.json: smollm2-135m-instruct": _LM_EVAL,
     "repeated.json: onestep": _ONESTEP,
     "smollm2-135m/table2.json": _SMOLLM2,
     "smollm2-135m/repeated.json: caef-smollm2-135m": _SMOLLM2,

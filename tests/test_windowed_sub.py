@@ -117,3 +117,23 @@ def test_the_tiny_tier_solves_a_pasted_200_digit_subtraction(capsys):
     row = load_cell("sub_200")[0]
     assert main(["solve", f"{row['a']} - {row['b']}"]) == 0
     assert capsys.readouterr().out.strip() == row["expr"] + row["answer"]
+
+
+def test_every_call_of_a_correct_windowed_subtraction_is_drafted_with_its_answer():
+    """Each composer chunk is offered the chunk SUB's program asks for, as each callee window is offered the
+    machine's next window: on the machine's course every call is one verify pass (speculative decoding keeps
+    the model's own tokens, so a draft saves passes and changes no answer)."""
+    expr = "6" * 150 + "3-" + "5" * 149 + "="
+    offered = []
+
+    class Drafted(MachineWindows):
+        def generate(self, prompts, adapter, drafts=None):
+            outputs = super().generate(prompts, adapter)
+            offered.extend((adapter, draft, output) for draft, output in zip(drafts or [None] * len(prompts), outputs))
+            return outputs
+
+    record = solve_batch([Problem("p", expr)], Drafted([expr]), mode="traced", windowing=TINY)[0]
+    assert record.answer == truth(expr)
+    executor_calls = [(adapter, draft, output) for adapter, draft, output in offered if adapter.startswith("executor")]
+    assert {adapter for adapter, _, _ in executor_calls} >= {"executor_sub", "executor_add", "executor_reflection"}
+    assert all(draft == output for _, draft, output in executor_calls)

@@ -516,7 +516,10 @@ class WindowedSub(Windowed):
 
     def _next(self) -> None:
         if self.phase == "execute" and self.composing:
-            self.adapter, self.depth, self.draft = "executor_sub", 0, None
+            # the draft is the chunk the composer's program asks for (every digit a copy or a constant);
+            # speculative decoding keeps the model's own greedy tokens, so a draft only saves passes
+            self.adapter, self.depth = "executor_sub", 0
+            self.draft = render(self.asked[len(self.chunk_texts)])
             self.prompt = self.chunk_prompts[len(self.chunk_texts)]
             return
         super()._next()

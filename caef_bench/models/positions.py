@@ -69,7 +69,9 @@ that is added to the ids of the tokens after it in the field (`LONG_MUL,` gets 0
 gets 0, 0, 1, 2, 3 and its cells 4, 5: the cells keep a fixed offset), as aligner (I)'s hinted
 completion counts its fields. A text with no such token (every state of the paper's machines,
 every expression) gets exactly coupled-hints' ids, so the scheme is opt-in for the long route's
-adapters and changes nothing for the others.
+adapters and changes nothing for the others; one thing differs because those adapters are the long
+route's: aligner (I)'s hints for `a*b=` and `a//b=` follow LONG_MUL's and LONG_DIV's start states
+(LONG_DIV's a stands before its head, not after it as in DIV's).
 Scheme "standard": 0, 1, 2, … as usual (pretrained tiers).
 
 A coupled scheme's name may carry its field stride, `coupled-hints/1024`: the ids of a field then
@@ -90,7 +92,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from caef_bench.machines.ops import BY_SYMBOL
+from caef_bench.machines.ops import BY_SYMBOL, lookup, routed
 from caef_bench.machines.text import HALT_LINE
 from caef_bench.models.tokenizer import BOS_ID, SEP_ID, TOKEN_ID, VOCAB, encode
 
@@ -203,9 +205,11 @@ class HintCounter(ExpressionCounter):
         self.hinted = False  # inside the completion of an expression prompt
         self.in_field = 0  # tokens so far in the current field of that completion
 
+    route = "paper"  # whose machine's start state an expression's hints follow (machines.ROUTES)
+
     def prompt(self, ids) -> list[int]:
         positions = [self.next(i) for i in ids]
-        hints = _expression_hints(tuple(ids), self.stride)
+        hints = _expression_hints(tuple(ids), self.stride, self.route)
         if hints:
             for index, position in hints.items():
                 positions[index] = position
@@ -226,7 +230,10 @@ class HintCounter(ExpressionCounter):
 class WordCounter(HintCounter):
     """Scheme "coupled-words" (see the module's docstring): coupled-hints, with every token of a field
     from its first letter or `_` token on in a place of its own. Holds only ints and bools, as the
-    counters it extends, so a shallow copy is an independent counter."""
+    counters it extends, so a shallow copy is an independent counter. Its adapters are the long route's, so
+    aligner (I)'s hints follow LONG_MUL's and LONG_DIV's start states for `*` and `//`."""
+
+    route = "long"
 
     def __init__(self, stride: int = FIELD_STRIDE):
         super().__init__(stride)
@@ -251,8 +258,9 @@ class WordCounter(HintCounter):
 _EXPRESSION = re.compile(r"([0-9]+)(\+|-|\*|//|>|<|==)([0-9]+)=")
 
 
-def _expression_hints(ids: tuple[int, ...], stride: int = FIELD_STRIDE) -> dict[int, int] | None:
-    """{index in ids: id} for the digits of a prompt <s> a OP b = <sep>, or None for another prompt."""
+def _expression_hints(ids: tuple[int, ...], stride: int = FIELD_STRIDE, route: str = "paper") -> dict[int, int] | None:
+    """{index in ids: id} for the digits of a prompt <s> a OP b = <sep> (the start state of OP's machine on
+    `route`), or None for another prompt."""
     if len(ids) < 2 or ids[0] != BOS_ID or ids[-1] != SEP_ID:
         return None
     text = "".join(VOCAB[i] for i in ids[1:-1])
@@ -260,7 +268,7 @@ def _expression_hints(ids: tuple[int, ...], stride: int = FIELD_STRIDE) -> dict[
     if not match or len(text) != len(ids) - 2:  # one character per token: text index + 1 = token index
         return None
     a, symbol, b = match.groups()
-    queries = _cell_queries(symbol, len(a), len(b), stride)
+    queries = _cell_queries(symbol, len(a), len(b), stride, route)
     if queries is None:
         return None
     hints = {}
@@ -271,16 +279,17 @@ def _expression_hints(ids: tuple[int, ...], stride: int = FIELD_STRIDE) -> dict[
 
 
 @lru_cache(maxsize=4096)
-def _cell_queries(symbol: str, length_a: int, length_b: int, stride: int = FIELD_STRIDE) -> tuple[int, ...] | None:
-    """Ids of the tokens that write a's cells, then b's, in the start state of `symbol`'s machine
-    (as a completion under this scheme). The layout depends only on the lengths, so operands
+def _cell_queries(symbol: str, length_a: int, length_b: int, stride: int = FIELD_STRIDE,
+                  route: str = "paper") -> tuple[int, ...] | None:
+    """Ids of the tokens that write a's cells, then b's, in the start state of the machine that answers
+    `symbol` on `route` (as a completion under this scheme). The layout depends only on the lengths, so operands
     a = 99…9 and b = 10…0 stand in for any with those lengths; None where the machine has no
     start state for them (e.g. a shorter minuend)."""
     a, b = 10**length_a - 1, 10 ** (length_b - 1)
     if symbol == "-" and a < b:
         return None
     try:
-        ids = encode(BY_SYMBOL[symbol].start_text(a, b))
+        ids = encode(lookup(routed(BY_SYMBOL[symbol].name, route)).start_text(a, b))
     except (ValueError, KeyError):
         return None
     counter = HintCounter(stride)

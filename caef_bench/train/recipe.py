@@ -459,8 +459,10 @@ def adapter_codec(codec, request: TrainRequest, kind: str, op: str | None = None
     the manifest records them, and loading runs it with them."""
     from caef_bench.models.codec import CaefCodec
 
-    wanted = request.direct_position_scheme if kind == "direct" else planned_scheme(request, kind, op, codec.scheme) \
-        if op else None
+    if kind == "direct":
+        wanted = request.direct_position_scheme
+    else:
+        wanted = planned_scheme(request, kind, op, codec.scheme) if op else None
     if wanted is None or codec.scheme == wanted:
         return codec
     if not isinstance(codec, CaefCodec):  # a pretrained base's own tokenizer has ordinary ids only

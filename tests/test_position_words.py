@@ -1,5 +1,5 @@
 """Scheme coupled-words (models.positions): coupled-hints plus a place of its own for every token of a field
-from its first letter or `_` token on, so names the tokenizer spells a character a token (LONG_MUL, DIGIT_MUL,
+from its first letter, `_` or `[` token on, so names the tokenizer spells a character a token (LONG_MUL, DIGIT_MUL,
 LONG_DIV, [REM], [NEG]) get distinct ids. Every text without such a token (every state of the paper's
 machines, every expression) keeps coupled-hints' ids exactly."""
 
@@ -98,7 +98,8 @@ def test_long_names_and_markers_get_distinct_ids_and_their_cells_a_fixed_offset(
     for text in (t for pair in run(op, a, b).transitions() for t in pair):
         for field in _field_ids(text):
             word = "".join(name for name, _ in field).strip()
-            first = next((k for k, (name, _) in enumerate(field) if len(name) == 1 and name.isalpha()), None)
+            first = next((k for k, (name, _) in enumerate(field) if len(name) == 1 and (name.isalpha() or name == "[")),
+                         None)
             if first is not None:  # a spelled-out word: from its first letter on, no two tokens share an id
                 spelled = [position for name, position in field[first:]]
                 assert len(set(spelled)) == len(spelled), (word, field)
@@ -109,8 +110,8 @@ def test_long_names_and_markers_get_distinct_ids_and_their_cells_a_fixed_offset(
     assert [p for _, p in named[:8]] == [0, 1, 2, 3, 4, 5, 6, 7]  # L O N G _ MUL , and the space
     assert [p for n, p in named if n in "DIGT_" or n == "MUL"][-7:] == list(range(640, 647))
     rem = _field_ids(" [REM]|2|0 [NEG]|5|9")
-    assert [p for _, p in rem[1]] == [128, 128, 129, 130, 131, 132, 133, 134]  # [ R E M ] |2 |0 and the space
-    assert [p for _, p in rem[2]] == [256, 256, 257, 258, 259, 260, 261]
+    assert [p for _, p in rem[1]] == [128, 129, 130, 131, 132, 133, 134, 135]  # [ R E M ] |2 |0 and the space
+    assert [p for _, p in rem[2]] == [256, 257, 258, 259, 260, 261, 262]
 
 
 def test_under_coupled_hints_the_same_names_share_one_id():

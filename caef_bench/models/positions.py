@@ -64,9 +64,9 @@ token (machine names outside FORMAT_WORDS: LONG_MUL, DIGIT_MUL, LONG_DIV; the ma
 Under the other coupled schemes every token of such a word has the same id, so a model cannot tell
 how far into the word it is: executor_long_mul, trained under coupled-hints, wrote `LO_MUL` for
 `LONG_MUL` and `DIII_MUL` for `DIGIT_MUL` (docs/long-mul-div.md). Here, inside a field, from its
-first letter or `_` token on every token takes its own place: each adds one to an in-field count
+first letter, `_` or `[` token on every token takes its own place: each adds one to an in-field count
 that is added to the ids of the tokens after it in the field (`LONG_MUL,` gets 0..6, `[REM]|2|0`
-gets 0, 0, 1, 2, 3 and its cells 4, 5: the cells keep a fixed offset), as aligner (I)'s hinted
+gets 0, 1, 2, 3, 4, its `[` too, and its cells 5, 6: the cells keep a fixed offset), as aligner (I)'s hinted
 completion counts its fields. A text with no such token (every state of the paper's machines,
 every expression) gets exactly coupled-hints' ids, so the scheme is opt-in for the long route's
 adapters and changes nothing for the others; one thing differs because those adapters are the long
@@ -103,6 +103,9 @@ _CELLS = frozenset(TOKEN_ID[f"|{d}"] for d in "0123456789")
 _DIGITS = frozenset(TOKEN_ID[d] for d in "0123456789")
 _HALT = TOKEN_ID[HALT_LINE]
 _LETTERS = frozenset(TOKEN_ID[c] for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
+# A spelled word starts at its first letter, or at the `[` of a spelled marker: had `[REM]`'s `[` and R one
+# id, the token after `[` was copied from the id after it, and executor_long_div wrote `[EEM]` and `[NNG]`.
+_WORD_STARTS = _LETTERS | {TOKEN_ID["["]}
 
 
 class _Counter:
@@ -229,7 +232,7 @@ class HintCounter(ExpressionCounter):
 
 class WordCounter(HintCounter):
     """Scheme "coupled-words" (see the module's docstring): coupled-hints, with every token of a field
-    from its first letter or `_` token on in a place of its own. Holds only ints and bools, as the
+    from its first letter, `_` or `[` token on in a place of its own. Holds only ints and bools, as the
     counters it extends, so a shallow copy is an independent counter. Its adapters are the long route's, so
     aligner (I)'s hints follow LONG_MUL's and LONG_DIV's start states for `*` and `//`."""
 
@@ -249,7 +252,7 @@ class WordCounter(HintCounter):
         if self.hinted or self.expression:  # aligner (I)'s completion and (O)'s answer: places of their own
             return position
         position += self.extra
-        self.worded = self.worded or token_id in _LETTERS
+        self.worded = self.worded or token_id in _WORD_STARTS
         if self.worded and token_id not in _CELLS:  # (a cell takes its place through the cell count)
             self.extra += 1
         return position

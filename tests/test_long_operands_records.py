@@ -19,7 +19,7 @@ POINTS = {f"{section} {op}_{n}": point for section in ("beyond", "windowed")
           for op, by_length in (DOCUMENT.get(section) or {}).items() for n, point in by_length.items()
           if "records" in point}
 # what a run says about itself rather than about its problems
-OF_THE_RUN = ("resumed", "seconds_solving", "forward_passes", "records")
+OF_THE_RUN = ("resumed", "seconds_solving", "forward_passes", "calls_solving", "records")
 
 
 @pytest.mark.parametrize("name", sorted(POINTS) or [pytest.param(None, marks=pytest.mark.skip(

@@ -222,6 +222,24 @@ def test_a_killed_run_resumed_from_its_checkpoint_logs_each_step_once(tmp_path):
     assert logged == [1, 2, 3, 4, 5]
 
 
+def test_a_run_killed_between_step_checkpoints_resumes_from_its_timed_one(tmp_path):
+    from caef_bench.train.loop import train
+
+    model, batch = _micro_run()
+
+    def crash_at_step_3(step):
+        if step == 3:
+            raise RuntimeError("killed")  # as SIGKILL: no handler saves
+        return batch
+    timed = replace(QUIET, log_every=1, checkpoint_every=1000, checkpoint_seconds=0.0)
+    with pytest.raises(RuntimeError):
+        train(model, crash_at_step_3, tmp_path, RunPlan(steps=5, lr=1e-3), timed)
+    assert json.loads((tmp_path / "checkpoint" / "state.json").read_text())["step"] == 3
+    train(model, lambda step: batch, tmp_path, RunPlan(steps=5, lr=1e-3), timed)
+    logged = [json.loads(line)["step"] for line in (tmp_path / "loss.jsonl").read_text().splitlines()]
+    assert logged == [1, 2, 3, 4, 5]
+
+
 def test_an_adapter_is_the_same_whether_trained_alone_or_after_others(tmp_path):
     from safetensors.torch import load_file
 

@@ -82,6 +82,9 @@ class RunOptions:
     precision: str = "auto"
     log_every: int = 10  # steps per line of loss.jsonl
     checkpoint_every: int = 200
+    # A session can end with a kill no handler sees (SIGKILL): on a CPU a step takes ~20 s, so a
+    # checkpoint every 200 steps alone could lose an hour; one every 10 minutes of this invocation too.
+    checkpoint_seconds: float = 600.0
 
 
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
@@ -406,6 +409,7 @@ def train(model, make_batch: Callable[[int], dict], run_dir: str | Path, plan: R
     # counts this invocation's alone, so the same command with the same budget goes on.
     invoked = time.perf_counter()
     started, window = invoked - state["seconds"], []
+    saved = invoked  # when this invocation last saved (or began)
 
     def note_time():  # the run's seconds, and this invocation's steps and seconds (if it trained any)
         now = time.perf_counter()
@@ -451,9 +455,11 @@ def train(model, make_batch: Callable[[int], dict], run_dir: str | Path, plan: R
                 bar.set_postfix(loss=f"{state['loss']:.4f}")
                 window = []
                 return_freed_memory()  # every log step, not only at checkpoints: see return_freed_memory
-            if state["step"] % options.checkpoint_every == 0:
+            if (state["step"] % options.checkpoint_every == 0
+                    or time.perf_counter() - saved > options.checkpoint_seconds):
                 note_time()
                 _save_checkpoint(checkpoint, model, optimizer, state)
+                saved = time.perf_counter()
                 return_freed_memory()  # a run of days would otherwise grow by gigabytes
             bar.update(1)
             if stop_requested:

@@ -203,3 +203,20 @@ def test_passes_a_call_counts_the_calls_of_the_problems_solved_not_of_those_read
     assert _passes_a_call({**point, "calls_solving": 52100}) == 1.0
     assert _passes_a_call({"n": 10, "resumed": 0, "steps_mean": 100.0, "forward_passes": 1100}) == 1.1
     assert _passes_a_call({"n": 10, "resumed": 10, "steps_mean": 100.0, "forward_passes": 0}) == "–"
+
+
+def test_a_windowed_run_can_cap_the_problems_in_flight_so_records_come_as_they_finish(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from caef_bench.evaluate import suites
+
+    asked = {}
+
+    def solve_cell(problems, model, path, **options):
+        asked.update(options, n=len(problems))
+        return [_record(True) for _ in problems], 0
+    monkeypatch.setattr(suites, "solve_cell", solve_cell)
+    model = SimpleNamespace(stats=SimpleNamespace(forward_passes=0, steps=0))
+    stats = long_operands.measure(model, "eq", 200, 3, tmp_path, max_in_flight=2)
+    assert asked == {"mode": "traced", "windowing": None, "max_in_flight": 2, "n": 3} and stats["correct"] == 3
+    assert long_operands.build_parser().parse_args(["--max-in-flight", "20"]).max_in_flight == 20

@@ -109,10 +109,11 @@ def pack(records, path: Path) -> None:
 
 
 def measure(model, op: str, digits: int, n: int, records_dir: Path = RECORDS_DIR, seed: int = DEFAULT_SEED,
-            windowing=None, packed: Path | None = None) -> dict:
+            windowing=None, packed: Path | None = None, max_in_flight: int | None = None) -> dict:
     """Solve n problems of op at `digits` digits (traced, free-running), resuming from its records file.
     windowing: run operands longer than its `past` digits a window at a time (runtime.windowed).
-    packed: where the records go packed (`pack`)."""
+    packed: where the records go packed (`pack`). max_in_flight: at most this many problems at a time, so
+    that records come as problems finish (all at once, they all finish together at the end)."""
     from caef_bench.evaluate.suites import as_problems, solve_cell
 
     rows = problems_at(op, digits, n, seed)
@@ -120,7 +121,7 @@ def measure(model, op: str, digits: int, n: int, records_dir: Path = RECORDS_DIR
     passes, calls = model.stats.forward_passes, model.stats.steps
     start = time.perf_counter()
     records, resumed = solve_cell(as_problems(rows), model, records_dir / f"{op}_{digits}.jsonl", mode="traced",
-                                  windowing=windowing)
+                                  windowing=windowing, max_in_flight=max_in_flight)
     stats = summarise(records)
     if packed is not None:
         pack(records, packed)
@@ -226,6 +227,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--position-scheme", type=checked_scheme,
                         help="with --one-step: run the adapters under this scheme instead of their own "
                              "(e.g. coupled-hints/256: is what they learned tied to the field stride?)")
+    parser.add_argument("--max-in-flight", type=int, metavar="N",
+                        help="solve at most N problems at a time (default: all), so that a stopped run keeps the "
+                             "records of those finished")
     parser.add_argument("--records", type=Path, default=RECORDS_DIR)
     parser.add_argument("--out", type=Path, default=RESULTS_JSON,
                         help="the results document to update (measurements are merged into it)")
@@ -318,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
                 packed = packed_dir / f"{op}_{n}.jsonl.gz"  # relative to the document's folder
                 stats = measure(model, op, n, args.n, records_dir, args.seed,
                                 windowing=limits.windowing if args.windowed else None,
-                                packed=args.out.parent / packed)
+                                packed=args.out.parent / packed, max_in_flight=args.max_in_flight)
                 stats["records"] = str(packed)
                 earlier = (costs or document).get("windowed" if args.windowed else "beyond", {}).get(op, {}).get(str(n), {})
                 if stats["resumed"] == stats["n"] and earlier.get("n") == stats["n"]:

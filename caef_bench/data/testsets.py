@@ -372,12 +372,19 @@ def _repeated_records(cell: str, spec: CellSpec, rng: random.Random) -> list[dic
 # Cells, files and the manifest -----------------------------------------------
 
 
+def cell_stream(name: str) -> str:
+    """The name a cell's random draws are seeded by: its published stream where that is not its name, so
+    that renaming a cell changes none of its problems (nor the one-step draws seeded by it)."""
+    spec = CELLS.get(name)
+    return spec.stream if spec is not None and spec.stream else name
+
+
 def generate_cell(name: str, seed: int = DEFAULT_SEED) -> list[dict]:
     """The problems of one cell; the same (name, seed) always gives the same list."""
     if name not in CELLS:
         raise ValueError(f"unknown test-set cell {name!r}; known cells: {', '.join(CELLS)}")
     spec = CELLS[name]
-    rng = named_rng(seed, spec.stream or name)
+    rng = named_rng(seed, cell_stream(name))
     if spec.pattern is not None:
         return _repeated_records(name, spec, rng)
     return [_record(name, i, spec.op, a, b) for i, (a, b) in enumerate(_table1_pairs(spec, rng))]

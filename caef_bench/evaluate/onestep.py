@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Callable
 
 from caef_bench.data.structured import structured_pair
-from caef_bench.data.testsets import CELLS, load_cell, named_rng, repeated_cells, solve
+from caef_bench.data.testsets import cell_stream, load_cell, named_rng, repeated_cells, solve
 from caef_bench.data.training import expression, nines_on_top
 from caef_bench.evaluate.scoring import text_accuracy
 from caef_bench.machines import routed, run
@@ -178,7 +178,7 @@ def executor_cases(op: str, cell: str, n: int, seed: int = 0, every_step: bool =
         return [case for a, b in structured_problems(op, cell, n, seed)
                 for case in _transitions(run(op, a, b), 0, rng, every_step)]
     tail = cell.startswith(f"{REFLECTION_TAIL}_")
-    rng = named_rng(seed, f"onestep/executor/{op}/{_stream(cell)}")
+    rng = named_rng(seed, f"onestep/executor/{op}/{cell_stream(cell)}")
     problems = load_cell("sub_" + cell.rpartition("_")[2] if tail else cell)
     cases = []
     for problem in rng.sample(problems, min(n, len(problems))):
@@ -189,14 +189,6 @@ def executor_cases(op: str, cell: str, n: int, seed: int = 0, every_step: bool =
         first = machine_run.n_q1_end - 1 if tail else 0
         cases += _transitions(machine_run, first, rng, every_step)
     return cases
-
-
-def _stream(cell: str) -> str:
-    """The name a cell's one-step draws are seeded by: its test set's stream where that is not its name (the
-    repeated-digit cells keep the `rep_…` streams they were published with), so renaming a cell draws the
-    same steps."""
-    spec = CELLS.get(cell)
-    return spec.stream if spec is not None and spec.stream else cell
 
 
 def _transitions(machine_run, first: int, rng, every_step: bool) -> list[tuple[str, str]]:
@@ -211,7 +203,7 @@ def aligner_cases(op: str, cell: str, n: int, seed: int = 0) -> list[tuple[str, 
     if cell.startswith(f"{STRUCTURED}_"):
         pairs = structured_problems(op, cell, n, seed, "aligner")
     else:
-        rng = named_rng(seed, f"onestep/aligner/{op}/{_stream(cell)}")
+        rng = named_rng(seed, f"onestep/aligner/{op}/{cell_stream(cell)}")
         problems = load_cell(cell)
         pairs = [(int(problem["a"]), int(problem["b"])) for problem in rng.sample(problems, min(n, len(problems)))]
     return conversion_cases(op, pairs)

@@ -67,12 +67,38 @@ def test_each_reference_result_names_the_shipped_weights(path, shipped):
     if path.stem == "repeated":  # a previous report's system, beside these, says where it came from
         for name, entry in document["systems"].items():
             assert entry.get("weights") in (None, weights) or entry.get("from_report"), name
+        _lm_eval_rows_name_their_systems_weights(document)
     if path.stem == "lora_direct_curve":  # trained on the shipped base, beside CAEF's committed table
         from caef_bench.train.curve import base_weights
 
         assert {run["evaluation"]["base_weights"] for run in document["runs"]} == \
             {base_weights(REPO / "checkpoints" / "tiny" / "base")}
         assert document["caef"]["weights"] == weights
+
+
+# lm-eval rows known to stand on a fingerprint their system no longer has, and why their answers still hold.
+STALE_ROWS = {
+    "lora-direct-smollm2-135m": "made when its adapters sat in checkpoints/smollm2-135m/direct (the tier's "
+                                "fingerprint, b8efc34532e5); its add and gt adapters, all this row's cells "
+                                "call, are the same files checkpoints/smollm2-135m-direct links now. The row is "
+                                "made again when the tier's adapters join (issue 87)",
+}
+
+
+def _lm_eval_rows_name_their_systems_weights(document: dict, stale: dict[str, str] | None = None) -> None:
+    """Each lm-eval row of a report ran on its system's checkpoints as they are now (LoRA-direct adapters sit
+    outside a tier's fingerprint: a retrained one would otherwise leave its row standing unnoticed)."""
+    from caef_bench.evaluate.systems import load_systems
+    from caef_bench.evaluate.table1 import system_weights
+
+    systems = load_systems()
+    for name, entry in document["systems"].items():
+        if entry.get("kind") != "lm-eval" or "cells" not in entry or name in (stale or {}):
+            continue
+        # rows made before `weights` was written: lm-eval's output folder is named by them (table1.system_folder)
+        output = entry["command"].split("--output_path ")[1].split()[0].rsplit("/", 1)[-1]
+        recorded = entry.get("weights") or (output if re.fullmatch(r"[0-9a-f]{12}", output) else None)
+        assert recorded == system_weights(systems[name]), f"{name} ran on weights {recorded}"
 
 
 @pytest.mark.parametrize("path", ON_TIERS, ids=lambda p: str(p.relative_to(RESULTS)))
@@ -89,6 +115,8 @@ def test_a_tiers_reference_results_name_the_adapters_it_ships(path):
     document = _load(path)
     assert document["weights"] == weights, f"{path.name} was made on weights {document['weights']}, not {tier}'s"
     assert all(adapters[name] == fingerprint for name, fingerprint in document["adapters"].items())
+    if path.stem == "repeated":
+        _lm_eval_rows_name_their_systems_weights(document, STALE_ROWS)
 
 
 @pytest.mark.parametrize("path", EARLIER, ids=lambda p: str(p.relative_to(RESULTS)))

@@ -102,6 +102,8 @@ def run_baseline_repeated(system: System, cells: list[str], limit: int | None, w
     lines = problem_lines(system, {cell: samples[cell] for cell in cells}, ran.get("weights"), ("id", "period"))
     results = {cell: baseline_cell([line for line in lines if line["cell"] == cell], style) for cell in cells}
     entry = {"command": ran["command"], "limit": ran["limit"], "style": style, "cells": results}
+    if ran.get("weights"):  # a tier's adapters (LoRA-direct): retrained ones make this row stale, and say so
+        entry["weights"] = ran["weights"]
     if out is not None:
         entry["records"] = str(RECORDS / f"{system.name}.jsonl.gz")  # (from the document's folder)
         write_problem_lines(lines, out / entry["records"])

@@ -108,7 +108,7 @@ def _repeated_options(suite: argparse.ArgumentParser, name: str) -> None:
     suite.add_argument("--onestep-cells", metavar="PATTERN",
                        help="the one-step stress on these of the cells only (default: all of --cells)")
     seed_argument(suite, "one-step cases")
-    suite.add_argument("--previous", metavar="FAILURE_ANALYSIS_JSON",
+    suite.add_argument("--previous", metavar="REPEATED_JSON",
                        help="an earlier report of other weights (e.g. the committed results/repeated.json "
                             "before new weights ship): its CAEF numbers are printed beside these, named "
                             "<system> @<weights>")

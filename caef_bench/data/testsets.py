@@ -1,4 +1,4 @@
-"""The paper's test sets (Table 1) and repeated-digit sets for failure analysis.
+"""The paper's test sets (Table 1) and the repeated-digit study's test sets.
 
 Every cell is a pure function of (seed, cell name): each cell draws from its own
 ``random.Random`` seeded with a SHA-256 of both, so cells are independent of
@@ -124,8 +124,9 @@ class CellSpec:
     size: int
     suite: str = "table1"  # "table1", "repeated", "long" or "long_muldiv"
     b_digits: int | None = None  # b's length in the long mul/div cells (b differs from a there)
-    # The random stream a cell draws from, when it is not the cell's name: the repeated-digit cells keep the
-    # streams they were published with (`rep_<op>_<n>_<pattern>`), so naming them `repeated_…` changed no problem.
+    # The random stream a cell draws from, when it is not the cell's name: the repeated-digit cells draw from
+    # the streams `rep_<op>_<n>_<pattern>`, which seed the committed test sets (tasks/data/); another stream
+    # name would draw other problems, so these stay as they are.
     stream: str | None = None
 
 

@@ -1,1 +1,1 @@
-"""Scoring and failure analysis."""
+"""Scoring, the suites (the repeated-digit study among them), systems and caef's lm-eval models."""

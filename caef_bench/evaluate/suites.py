@@ -22,7 +22,7 @@ from caef_bench.paths import WORK_DIR
 from caef_bench.runtime.reuse import ReusedSteps, read_weights, unchanged_adapters, write_weights
 
 # table1: every system of baselines/ through lm-eval (evaluate.table1); repeated: the repeated-digit
-# failure analysis (evaluate.repeated); long_mul_div: the long route's cells (evaluate.long_mul_div)
+# study (evaluate.repeated); long_mul_div: the long route's cells (evaluate.long_mul_div)
 SUITES = ("table2", "caef", "table1", "repeated", "long_mul_div")
 
 

@@ -112,7 +112,7 @@ def adapter_arguments(parser: argparse.ArgumentParser) -> None:
                         help="lora (the preset's) or full: every weight of the base fine-tuned, saved whole")
     parser.add_argument("--direct-draw", metavar="DRAW",
                         help="LoRA-direct problems: protocol (default; data.direct.LENGTH_RULE), protocol:<digits> "
-                             "(one operand length, e.g. protocol:5), or classes (uniform over length pairs, as before)")
+                             "(one operand length, e.g. protocol:5), or classes (uniform over the executors' length classes, the draw of checkpoints/tiny/direct/)")
 
 
 def stoppable(training) -> tuple[dict | None, int]:

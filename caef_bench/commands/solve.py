@@ -1,4 +1,4 @@
-"""`caef-bench solve`: one expression through a CAEF model, its answer and (--trace) every step."""
+"""`caef-bench solve`: one expression through a CAEF tier, its answer and (--trace) every step."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 def register(commands) -> None:
     from .common import backend_arguments, solver_arguments
 
-    solve = commands.add_parser("solve", help="solve one expression with a CAEF model")
+    solve = commands.add_parser("solve", help="solve one expression with a CAEF tier")
     solve.add_argument("expr", help="e.g. '123456789*12='")
     solver_arguments(solve)
     solve.add_argument("--trace", action="store_true", help="print every step")

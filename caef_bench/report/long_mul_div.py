@@ -218,8 +218,8 @@ def long_mul_div_markdown(document: dict) -> str:
     rows = standard_rows(document)
     if rows:
         lines += ["### The standard a tier's long route is held to", "",
-                  f"CAEF at {document['standard']['accuracy']:.0%} or better on at least the N each cell names "
-                  f"(issue 91), before a tier's limits give the long route these lengths:", "",
+                  f"CAEF at {document['standard']['accuracy']:.0%} or better on at least the N each cell names, "
+                  f"before a tier's limits give the long route these lengths:", "",
                   pd.DataFrame(rows).to_markdown(index=False), ""]
     groups = {f"`{name}` {cell}": stats["failures"] for name, system in document["systems"].items()
               for cell, stats in system["cells"].items() if stats["failures"]}

@@ -17,7 +17,7 @@ SUITE_HELP = {
     "caef": "Table 1's CAEF rows, every run traced",
     "repeated": "repeated digits against random controls: every system, CAEF's one-step stress",
     "long_mul_div": "long multiplication and division (20x20 and 50x50 digits, 40/20 and 100/10): CAEF's long "
-                    "route beside direct answering",
+                    "route beside LoRA-direct",
 }
 
 

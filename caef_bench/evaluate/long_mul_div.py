@@ -46,7 +46,7 @@ SUITE = "long_mul_div"
 DEFAULT_SYSTEMS = ("caef-tiny", "lora-direct-smollm2-135m", "lora-direct-tiny-protocol")
 RECORDS = Path("records") / SUITE  # each system's problem lines, beside the results document
 ANCHORS = "protocol/long_mul_div_anchors.json"  # the literature's reach on multiplication (package data)
-# The standard a tier's long route is held to (issue 91): at least 99% right on at least this many problems
+# The standard a tier's long route is held to: at least 99% right on at least this many problems
 # of each cell.
 STANDARD_ACCURACY = 0.99
 STANDARD_N = {"mul_20x20": 100, "mul_50x50": 20, "div_40by20": 50, "div_100by10": 20}
@@ -93,7 +93,7 @@ def _mean(values: list[float], digits: int) -> float | None:
 
 def cell_summary(lines: list[dict], style: str | None = None) -> dict:
     """A cell's numbers from its problem lines alone: accuracy with its Wilson 95% interval and every miss
-    classified as the failure analysis does it. CAEF's lines (with the runtime's record): each run's first
+    classified as the repeated-digit study does it. CAEF's lines (with the runtime's record): each run's first
     divergence (`failures.record_failures`), its outcomes, exact traces, model calls a problem beside the
     machines' count for a correct run, and model seconds a problem (its share of the batched calls). A
     baseline's: each wrong reply read in its prompt `style` (`failures.reply_failure`)."""

@@ -1,4 +1,4 @@
-"""Classify how a model's step text differs from the machine's, for failure analysis."""
+"""Classify how a model's step text differs from the machine's: where a run first failed, and how."""
 
 from __future__ import annotations
 

@@ -163,7 +163,7 @@ def anchors_table(document: dict) -> str:
     rows = [{"method": anchor["method"], "paper": f"{anchor['paper']} ({anchor['year']}, arXiv {anchor['arxiv']})",
              "setting": anchor["setting"], "as reported": f"{anchor['reported']} ({anchor['read_in']})",
              "reach": f"{anchor['a_digits']} x {anchor['b_digits']} digits ({anchor['reach_read_in']})",
-             "as cited by the issue": anchor.get("as_cited_by_issue") or "–"}
+             "as cited second-hand": anchor.get("as_cited") or "–"}
             for anchor in document["anchors"]]
     return pd.DataFrame(rows).to_markdown(index=False)
 
@@ -264,9 +264,9 @@ def long_mul_div_figure(document: dict, path: str | Path) -> None:
                         marker="o" if system["kind"] == "caef" else "^", capsize=3, color=f"C{i}", label=name)
         if op == "mul":
             for anchor in document["anchors"]:
-                issue = " (the issue's)" if anchor["reach_read_in"] != anchor["read_in"] else ""
+                source = " (second-hand)" if anchor["reach_read_in"] != anchor["read_in"] else ""
                 ax.axvline(anchor["a_digits"], color="tab:purple", linestyle=":", alpha=0.7)
-                ax.text(anchor["a_digits"] - 0.4, 2, f"{anchor['label']}: {anchor['a_digits']}x{anchor['b_digits']}{issue}",
+                ax.text(anchor["a_digits"] - 0.4, 2, f"{anchor['label']}: {anchor['a_digits']}x{anchor['b_digits']}{source}",
                         rotation=90, fontsize=7, color="tab:purple", ha="right", va="bottom")
         ax.set_xticks([lengths["a_digits"] for lengths in cells.values()],
                       [cell_title(cell, lengths) for cell, lengths in cells.items()])

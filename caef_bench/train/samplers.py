@@ -253,7 +253,7 @@ def carry_in(source, op: str, rng: random.Random, longest: int | None, chances) 
     """A step of ADD whose next state holds a carry of 1 and whose next command writes a digit, which
     is then a + b + 1, not a + b; on random operands of a class the mix's length shares draw.
     SmolLM2's executor_add answered add_5 and add_10 with 43 of its 46 end-to-end misses there (the
-    digit one off, the carry mostly left out; docs/smollm2.md) while a step drawn anywhere read 50/50:
+    digit one off, the carry mostly left out; lab/research/smollm2-log.md) while a step drawn anywhere read 50/50:
     such steps are ~40% of random draws, and the one digit is one token of the ~70 each draw teaches."""
     return _add_step_where(source, op, rng, longest, chances, "carry_in", lambda command: "[OUTPUT] " in command)
 

@@ -70,6 +70,33 @@ def _corrupt_once(match, change):
     return corrupt
 
 
+def _composer_chunks(expr: str, q: str) -> list:
+    """The composer's chunk prompts at state q (its callee's halt shown), parsed, lowest chunk first."""
+    return [parse(p) for adapter, p, _ in reference_calls(expr, TINY)
+            if adapter == "executor_sub" and parse(p).state.q == q and parse(p).callee is not None]
+
+
+@pytest.mark.parametrize("expr", [f"{A}-{A - 10 ** 997}=", "9" * 120 + "1" * 80 + "-" + "9" * 120 + "0" * 80 + "=",
+                                  "1" + "0" * 200 + "-" + "9" * 200 + "="])
+def test_a_difference_with_top_zeros_shows_every_chunk_as_one_that_fills_its_columns(expr):
+    # LEFT_MASK's tape is cut where its result ends: the zeros it erased never sit under a chunk's sentinel
+    # (the composer, dropping only the tape's top cell, copied them as digits: `…=103918…` for `…=13918…`)
+    for snapshot in _composer_chunks(expr, "q4"):
+        tape, result = snapshot.callee.state.tapes[0].digits, snapshot.callee.state.output
+        assert tape == result[:-1] + "11" and result.endswith("1"), render(snapshot)[-300:]
+
+
+@pytest.mark.parametrize("expr", ["9" + "5" * 199 + "-" + "9" + "4" * 199 + "=", "9" * 200 + "-" + "9" * 200 + "=",
+                                  "99" + "7" * 298 + "-" + "99" + "7" * 297 + "6="])
+def test_reflections_result_stands_as_high_as_a_where_it_erased_top_zeros(expr):
+    # b's top digits 9s: REFLECTION erases the 0s on top of the whole result; in each chunk's own subtraction
+    # 2<a> - 1<b> they lie under its 8, so its chunk and the first ADD's second tape are shown with them
+    for q, cells in (("q1", lambda s: s.callee.state.output), ("q2", lambda s: s.callee.state.tapes[1].digits)):
+        for snapshot in _composer_chunks(expr, q):
+            assert len(cells(snapshot)) == len(snapshot.state.a) and cells(snapshot).endswith("8"), q
+
+
+
 @pytest.mark.parametrize("what, match, change, outcome, detail", [
     ("a copied tape", lambda a, p, o: a == "executor_sub" and "ADD, q0" in o and "q2," in o,
      lambda o: o.replace("[HEAD1] |", "[HEAD1] |3|", 1), "misaligned", "wrote ADD's tape 1"),

@@ -284,10 +284,10 @@ def _top(top: str, digits: str, k: int, count: int, width: int) -> str:
     return top[1:] if len(top) == 2 and k == count - 1 and len(digits) > width else top
 
 
-def _chunk_tape(tape: Tape, top: str | None, k: int, count: int, chunk: int, width: int) -> Tape:
+def _chunk_tape(tape: Tape, top: str | None, k: int, count: int, chunk: int, width: int, height: int = 0) -> Tape:
     if top is None:
         return tape
-    digits = _columns(tape.digits, k, count, chunk) + _top(top, tape.digits, k, count, width)
+    digits = _columns(tape.digits, k, count, chunk).ljust(height, "0") + _top(top, tape.digits, k, count, width)
     if tape.head not in (0, len(tape.digits) + 1):
         raise Malformed(f"a {tape.marker} head left inside its tape at a halt")
     return Tape(tape.marker, digits, len(digits) + 1 if tape.head else 0)
@@ -296,9 +296,17 @@ def _chunk_tape(tape: Tape, top: str | None, k: int, count: int, chunk: int, wid
 def _sub_view(halt: Snapshot) -> Snapshot:
     """A callee's halt as SUB's chunks show it: ADD's carry as `[C]0` (`composer_view`); LEFT_MASK's
     result as the model wrote it, its top zeros erased (the whole-state view shows them kept, and the
-    composer erases them; a chunk's composer cannot see which zeros are the top ones), "0" when none is left."""
+    composer erases them; a chunk's composer cannot see which zeros are the top ones), "0" when none is left,
+    and its tape cut where that result ends. The tape's cells above (the carry LEFT_MASK erased, the
+    difference's top zeros) would otherwise sit under the chunk's sentinel, where the composer copies them
+    as digits (it drops only the tape's top cell): cut there, every chunk is `1 1 <digits>` over
+    `1 <digits>`, the one shape a chunk's last step has when the difference fills its columns."""
     if halt.machine == "LEFT_MASK" and halt.state.halted:
-        return replace(halt, state=replace(halt.state, output=halt.state.output or "0"))
+        result = halt.state.output or "0"
+        tape = halt.state.tapes[0]
+        # (the cells below the result's top are the result's own digits: LEFT_MASK erases only from the top)
+        cut_tape = replace(tape, digits=tape.digits[:len(result)], head=len(result) + 1 if tape.head else 0)
+        return replace(halt, state=replace(halt.state, tapes=(cut_tape,), output=result))
     return composer_view("SUB", halt, halt) if halt.state.halted else halt
 
 
@@ -314,10 +322,20 @@ def sub_chunk(whole: Snapshot, k: int, count: int, chunk: int) -> Snapshot:
         view = _sub_view(whole.callee)
         tops, output_top = SUB_TOPS[(state.q, view.machine)]
         width = len(state.a)
-        tapes = tuple(_chunk_tape(t, top, k, count, chunk, width) for t, top in zip(view.state.tapes, tops))
+        # REFLECTION's result, and the first ADD's second tape (its copy), stand as high as a's chunk: where
+        # REFLECTION erased top zeros of the whole result (b's top digits 9s), those zeros are, in the chunk's
+        # own subtraction 2<a> - 1<b>, under its 8, not on top. Shown without them, the 8 sits lower than a's 2
+        # and the composer writes one cell too many; the whole step (`sub_next`) keeps the result as written.
+        height = len(_columns(state.a, k, count, chunk))
+        heights = (0, height) if (state.q, view.machine) == ("q2", "ADD") else (0, 0)
+        tapes = tuple(_chunk_tape(t, top, k, count, chunk, width, h)
+                      for t, top, h in zip(view.state.tapes, tops, heights))
         output = view.state.output
         if view.state.halted:
-            output = _columns(output, k, count, chunk) + _top(output_top, output, k, count, width)
+            columns = _columns(output, k, count, chunk)
+            if view.machine == "REFLECTION":
+                columns = columns.ljust(height, "0")
+            output = columns + _top(output_top, output, k, count, width)
         callee = Snapshot(replace(view.state, tapes=tapes, output=output), view.command)
     return Snapshot(cut_state, whole.command, callee, trailing_newline=whole.trailing_newline)
 

@@ -39,7 +39,6 @@ _SMOLLM2 = ("its records (work/records/smollm2-135m-b8efc34532e5) are not commit
 # Every report (results/…, relative) or part of one ("report: system") whose numbers no committed record holds.
 NO_RECORDS = {
     "direct_capacity.json": "training runs' held-out evaluations (work/capacity/*/evaluation.json), not committed",
-    "long_operands.json: beyond": "whole-state probes past 100 digits whose records stayed in work/",
     "long_operands.json: one_step": _ONESTEP,
     "long_operands.json: machines": "the exact machines against Python's integers: no model, nothing to record",
     "long_operands.json: within": "table1_caef.json's cells, read from it (recounted with it here)",

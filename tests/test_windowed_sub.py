@@ -72,8 +72,8 @@ def _corrupt_once(match, change):
 
 def _composer_chunks(expr: str, q: str) -> list:
     """The composer's chunk prompts at state q (its callee's halt shown), parsed, lowest chunk first."""
-    return [parse(p) for adapter, p, _ in reference_calls(expr, TINY)
-            if adapter == "executor_sub" and parse(p).state.q == q and parse(p).callee is not None]
+    chunks = [parse(p) for adapter, p, _ in reference_calls(expr, TINY) if adapter == "executor_sub"]
+    return [s for s in chunks if s.state.q == q and s.callee is not None]
 
 
 @pytest.mark.parametrize("expr", [f"{A}-{A - 10 ** 997}=", "9" * 120 + "1" * 80 + "-" + "9" * 120 + "0" * 80 + "=",
@@ -94,7 +94,6 @@ def test_reflections_result_stands_as_high_as_a_where_it_erased_top_zeros(expr):
     for q, cells in (("q1", lambda s: s.callee.state.output), ("q2", lambda s: s.callee.state.tapes[1].digits)):
         for snapshot in _composer_chunks(expr, q):
             assert len(cells(snapshot)) == len(snapshot.state.a) and cells(snapshot).endswith("8"), q
-
 
 
 @pytest.mark.parametrize("what, match, change, outcome, detail", [

@@ -179,6 +179,24 @@ def test_a_document_of_single_step_probes_alone_renders(tmp_path):
     assert name == "long_operands.md" and "### Single steps" in text and "| executor_add |" in text
 
 
+def test_two_runs_sharing_one_document_keep_each_others_points(tmp_path):
+    # each run read the document when it started; the one to finish last must not write back the other's old copy
+    out = tmp_path / "long_operands.json"
+    started = {"weights": "w", "commands": ["first"], "windowed": {"eq": {"200": {"n": 100, "correct": 100}}}}
+    out.write_text(json.dumps(started))
+    add_run, sub_run = json.loads(out.read_text()), json.loads(out.read_text())
+    add_run["windowed"]["add"] = {"1000": {"n": 100, "correct": 100}}
+    long_operands.save_document(out, add_run, [("windowed", "add", "1000")], "add run")
+    sub_run["windowed"]["sub"] = {"1000": {"n": 100, "correct": 99}}
+    sub_run["weights"] = "w2"
+    long_operands.save_document(out, sub_run, [("weights",), ("windowed", "sub", "1000")], "sub run")
+    document = json.loads(out.read_text())
+    assert document["windowed"] == {"eq": {"200": {"n": 100, "correct": 100}}, "add": {"1000": {"n": 100, "correct": 100}},
+                                    "sub": {"1000": {"n": 100, "correct": 99}}}
+    assert document["weights"] == "w2" and document["commands"] == ["first", "add run", "sub run"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["long_operands.json", "long_operands.json.lock"]
+
+
 def test_the_windowed_limit_is_held_to_the_whole_states_standard():
     from caef_bench.report.long_operands import windowed_standard
 

@@ -24,7 +24,10 @@ not rerun, with the weights they were measured on.
 from __future__ import annotations
 
 import argparse
+import copy
+import fcntl
 import json
+import os
 import shlex
 import sys
 import time
@@ -239,6 +242,40 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _laid_over(base: dict, over: dict) -> dict:
+    """`base` with `over`'s values wherever `over` has one, dict by dict."""
+    merged = copy.deepcopy(base)
+    for key, value in over.items():
+        merged[key] = (_laid_over(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict)
+                       else copy.deepcopy(value))
+    return merged
+
+
+def save_document(path: Path, document: dict, written: list[tuple[str, ...]], command: str) -> None:
+    """Writes this run's measurements into the document as it is on disk now, under a lock.
+
+    Several runs may share one --out (a 1,000-digit point takes hours; two run side by side): each read the
+    document when it started, so writing its whole copy back would undo the points another run stored
+    meanwhile. Only the key paths in `written` (what this run set) are taken from its copy; everything else
+    stays as on disk, and what the disk lacks comes from this run's copy."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        on_disk = json.loads(path.read_text()) if path.is_file() else {}
+        merged = _laid_over(document, on_disk)
+        for keys in written:
+            source, target = document, merged
+            for key in keys[:-1]:
+                source, target = source[key], target.setdefault(key, {})
+            target[keys[-1]] = copy.deepcopy(source[keys[-1]])
+        commands = merged.setdefault("commands", [])
+        if command not in commands:
+            commands.append(command)
+        scratch = path.with_name(path.name + ".partial")
+        scratch.write_text(json.dumps(merged, indent=1) + "\n")
+        os.replace(scratch, path)  # a reader never sees half a document
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -266,10 +303,12 @@ def main(argv: list[str] | None = None) -> int:
     document["trained_digits"] = {op: [1, 100] for op in LENGTH_OPS}  # the protocol's training ranges
     document["anchors"] = list(ANCHORS)
     document["within"] = within_limits()
-    commands = document.setdefault("commands", [])
+    written: list[tuple[str, ...]] = [("tier",), ("seed",), ("limit_digits",), ("trained_digits",), ("anchors",),
+                                      ("within",)]
     command = "python -m caef_bench.evaluate.long_operands " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
     if args.machines_only:
         document["machines"] = machine_check([f"{op}_{n}" for op in LENGTH_OPS for n in LONG_LENGTHS])
+        written.append(("machines",))
         for cell, stats in document["machines"].items():
             print(f"{cell}: machine {stats['correct']}/{stats['n']}, {stats['model_calls_mean']} calls a run, "
                   f"longest input {stats['longest_input_chars']} chars, {stats['seconds']} s", flush=True)
@@ -292,9 +331,10 @@ def main(argv: list[str] | None = None) -> int:
         for op in ops:
             for n in lengths:
                 probe["points"].setdefault(op, {})[str(n)] = result = one_step(model, op, n, args.n, args.seed)
+                written.append(("one_step", label, "points", op, str(n)))
                 print(f"{op} {n} digits: " + ", ".join(
                     f"{name} {r['correct']}/{r['n']} ({r['scheme']})" for name, r in result.items()), flush=True)
-                args.out.write_text(json.dumps(document, indent=1) + "\n")
+                save_document(args.out, document, written, command)
     elif lengths:
         import torch
 
@@ -310,7 +350,11 @@ def main(argv: list[str] | None = None) -> int:
         # the threads the runs were timed on: windowed runs keep theirs apart from the whole-state probes'
         (document.setdefault("window", {}) if args.windowed else document)["torch_threads"] = torch.get_num_threads()
         beyond_points = document.setdefault("windowed" if args.windowed else "beyond", {})
+        written += [("weights",), ("field_stride",), ("window", "torch_threads") if args.windowed else ("torch_threads",)]
+        written += [("adapters", name) for op in ops for name in operator_adapters(op)]
         if args.windowed:
+            written += [("windowed_ops",), ("windowed_digits",)] + [("window", key) for key in (
+                "back", "width", "chunk", "past_digits")]
             shape = limits.windowing
             document["windowed_ops"], document["windowed_digits"] = list(limits.windowed_ops), limits.windowed_digits
             document["window"].update({"back": shape.back, "width": shape.width, "chunk": shape.chunk,
@@ -332,13 +376,11 @@ def main(argv: list[str] | None = None) -> int:
                     if "calls_solving" not in earlier:
                         stats.pop("calls_solving")
                 beyond_points.setdefault(op, {})[str(n)] = stats
+                written.append(("windowed" if args.windowed else "beyond", op, str(n)))
                 print(f"{op} {n} digits: {stats['correct']}/{stats['n']} right, first failures "
                       f"{stats['first_failure']}, {stats['seconds_solving']} s", flush=True)
-                args.out.write_text(json.dumps(document, indent=1) + "\n")  # a stopped run keeps what it measured
-    if command not in commands:
-        commands.append(command)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(document, indent=1) + "\n")
+                save_document(args.out, document, written, command)  # a stopped run keeps what it measured
+    save_document(args.out, document, written, command)
     return 0
 
 

@@ -164,6 +164,15 @@ def test_the_capacity_report_sets_its_arms_side_by_side_from_their_evaluations(t
     first = markdown.split("\n\n")[1]  # the finding leads, before any table
     assert first.startswith("Direct answering of add_5") and "LoRA r=16" in first and "full fine-tuning" in first
     assert "| 8 " not in first and "### How this was made" in markdown and "(test)" in markdown
+    # every problem's reply beside the report, where its numbers recount; a changed verdict is found
+    from caef_bench.evaluate.table1 import read_problem_lines
+    from test_direct_records import capacity_disagreements
+
+    assert record["records"] == "records/direct_capacity.jsonl.gz" and "problems" not in record["arms"][0]["points"][0]
+    lines = read_problem_lines(tmp_path / "out" / record["records"])
+    assert len(lines) == 2 * 2 * 3 and capacity_disagreements(record, lines) == []
+    lines[0]["correct"] = not lines[0]["correct"]
+    assert len(capacity_disagreements(record, lines)) == 2  # its count and its verdict
     wide = tmp_path / "wide"
     request = _full_request(wide, micro_tiny_base)
     request.overrides["direct_draw"] = "protocol"

@@ -165,6 +165,7 @@ def test_the_curve_evaluation_scores_every_snapshot_and_measures_only_what_it_la
     assert point["samples"] == 16 and point["fraction"] == "1/2" and point["position_scheme"] == "standard"
     assert set(point["cells"]) == {"add_5", "add_100"} and point["cells"]["add_5"]["n"] == 3
     assert {"accuracy", "ci_low", "ci_high", "examples"} <= set(point["cells"]["add_5"])
+    assert [problem["id"] for problem in point["cells"]["add_5"]["problems"]] == ["add_5-0000", "add_5-0001", "add_5-0002"]
     assert json.loads(out.read_text()) == record and record["command"] == "eval (test)"
 
     measured = []
@@ -249,6 +250,36 @@ def test_the_report_puts_the_curve_beside_caef_and_the_paper_in_three_files(tmp_
     assert paths[2].stat().st_size > 10_000
     with pytest.raises(FileNotFoundError, match="eval-curve"):
         write_curve_report([tmp_path / "missing.json"], tmp_path / "out", "cmd")
+
+
+def test_the_reports_problems_go_beside_it_and_come_back_when_a_later_report_reads_it(tmp_path):
+    from caef_bench.data.testsets import load_cell
+    from caef_bench.evaluate.table1 import read_problem_lines
+    from caef_bench.report.direct_curve import write_curve_report
+    from test_direct_records import curve_disagreements
+
+    evaluation = _evaluation()
+    for point in evaluation["points"].values():
+        for cell, stats in point["cells"].items():
+            stats["problems"] = [{"id": problem["id"], "reply": problem["answer"] if i < stats["correct"] else "0",
+                                  "correct": i < stats["correct"]} for i, problem in enumerate(load_cell(cell)[:100])]
+    path = tmp_path / "eval.json"
+    path.write_text(json.dumps(evaluation))
+    record = json.loads(write_curve_report([path], tmp_path / "out", "cmd")[1].read_text())
+    assert record["records"] == "records/lora_direct_curve.jsonl.gz"
+    assert all("problems" not in stats for points in record["points"].values() for p in points
+               for stats in p["cells"].values())
+    lines = read_problem_lines(tmp_path / "out" / record["records"])
+    assert len(lines) == 2 * 2 * 100 and curve_disagreements(record, lines) == []
+    lines[0]["correct"] = not lines[0]["correct"]
+    assert len(curve_disagreements(record, lines)) == 2  # its count and its verdict
+    # a report made from this one (its runs' folders gone) packs the same problems again
+    again = json.loads(write_curve_report([tmp_path / "out" / "lora_direct_curve.json"], tmp_path / "again",
+                                          "cmd")[1].read_text())
+    assert read_problem_lines(tmp_path / "again" / again["records"]) == read_problem_lines(tmp_path / "out" /
+                                                                                            record["records"])
+    path.write_text(json.dumps(_evaluation()))  # an evaluation made before evaluations kept their problems
+    assert "records" not in json.loads(write_curve_report([path], tmp_path / "old", "cmd")[1].read_text())
 
 
 def test_a_second_run_of_the_same_budgets_is_shown_beside_the_first_named_by_its_batch_and_device(tmp_path):

@@ -38,14 +38,18 @@ _SMOLLM2 = ("its records (work/records/smollm2-135m-b8efc34532e5) are not commit
             "(results/records/tiny-339126a876b1.tgz) are")
 # Every report (results/…, relative) or part of one ("report: system") whose numbers no committed record holds.
 NO_RECORDS = {
-    "direct_capacity.json": "training runs' held-out evaluations (work/capacity/*/evaluation.json), not committed",
+    "direct_capacity.json": "its snapshots' evaluations were made before eval-curve kept each problem's reply; "
+                            "the snapshots (work/capacity/) are not kept here, and eval-curve on them again packs "
+                            "the problems beside the report",
     "long_operands.json: one_step": _ONESTEP,
     "long_operands.json: machines": "the exact machines against Python's integers: no model, nothing to record",
     "long_operands.json: within": "table1_caef.json's cells, read from it (recounted with it here)",
     "long_operands.json: windowed": "its points measured before runs packed their records have none; each point "
                                     "that names its records recounts in tests/test_long_operands_records.py",
-    "lora_direct_curve.json": "lm-eval evaluations of training snapshots (work/h200/…), not committed; its CAEF "
-                              "column is table1_caef.json's, recounted here",
+    "lora_direct_curve.json": "its snapshots' evaluations were made before eval-curve kept each problem's reply; "
+                              "the snapshots (work/h200/…, work/direct_dev/) are not kept here, and eval-curve on "
+                              "them again packs the problems beside the report; its CAEF column is "
+                              "table1_caef.json's, recounted here",
     "onestep.json": _ONESTEP,
     "bench_length.md": "timings on one machine, no problem records",
     "bench_runtime.md": "timings on one machine, no problem records",
@@ -78,7 +82,9 @@ UNCOUNTED_FIELDS = {
 # that recounts them (in a repeated-digit report the lm-eval systems' only: CAEF's records are recounted here).
 PROBLEM_LINES_TESTS = {"table1.json": "tests/test_table1_records.py",
                        "long_mul_div.json": "tests/test_long_mul_div_records.py",
-                       "repeated.json": "tests/test_repeated_records.py"}
+                       "repeated.json": "tests/test_repeated_records.py",
+                       "lora_direct_curve.json": "tests/test_direct_records.py",
+                       "direct_capacity.json": "tests/test_direct_records.py"}
 
 
 def archive_of(records: str | None) -> Path | None:
@@ -146,6 +152,9 @@ def parts() -> dict[str, list[Cell] | str | None]:
                     found[f"{report}: {section}"] = "tests/test_long_operands_records.py"
                 elif document.get(section):
                     found[f"{report}: {section}"] = None
+            continue
+        if document is not None and str(document.get("records", "")).endswith(".jsonl.gz"):  # a line a problem
+            found[report] = PROBLEM_LINES_TESTS.get(Path(report).name)
             continue
         if document is None or "systems" not in document:
             recounted = document is not None and document.get("suite") in ("caef", "table2") \

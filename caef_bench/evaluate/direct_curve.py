@@ -6,8 +6,9 @@ peft but not lm-eval or pandas, so neither is imported here): the first N proble
 committed cell, the protocol's LoRA-direct prompt, batched greedy decoding with each adapter under
 the position scheme its manifest records (`evaluate.direct`), scored by the project's one scorer
 (`scoring.score`, style "direct", each reply cut at the tasks' stop as lm-eval cuts it). The
-results go to one JSON file after every cell; a rerun keeps each cell measured on the same
-adapter (fingerprint: its bytes, base and scheme) with the same N, and measures the rest.
+results, each problem's reply and verdict with them, go to one JSON file after every cell; a rerun
+keeps each cell measured on the same adapter (fingerprint: its bytes, base and scheme) with the same N
+and its problems' replies, and measures the rest.
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ def evaluate_cell(direct, op: str, cell: str, per_cell: int, batch_size: int) ->
     result = accuracy({"correct": v} for v in verdicts)
     result["examples"] = [{"expr": p["expr"], "answer": p["answer"], "reply": reply}
                           for p, reply, v in zip(problems, replies, verdicts) if not v][:EXAMPLES_KEPT]
+    # every problem's reply and verdict: the report packs them beside itself (records/), where its numbers recount
+    result["problems"] = [{"id": p["id"], "reply": reply, "correct": v} for p, reply, v in zip(problems, replies, verdicts)]
     result["seconds"] = round(time.perf_counter() - started, 2)
     return result
 
@@ -123,7 +126,7 @@ def evaluate_curve(curve: Path, out: Path, per_cell: int = 100, ops: list[str] |
             point, earlier_point = _point(snapshot, fingerprint), kept.get(point_key(snapshot))
             if earlier_point is not None and earlier_point["adapter"] == fingerprint:
                 point["cells"] = {cell: result for cell, result in earlier_point["cells"].items()
-                                  if result["n"] == min(per_cell, len(load_cell(cell)))}
+                                  if result["n"] == min(per_cell, len(load_cell(cell))) and "problems" in result}
                 point["scored_by"] = earlier_point.get("scored_by") or [earlier.get("command", "")]
             record["points"][point_key(snapshot)] = point
             missing = [cell for cell in cells_of(snapshot["op"], cells) if cell not in point["cells"]]

@@ -4,7 +4,8 @@ of the tiny tier's size learn equal-length 5-digit addition, and does its rank-1
 Each arm is one `caef-bench train-curve --direct-draw protocol:5` run on the tiny base (a LoRA of some
 rank, or every weight: `--adapter full`), its snapshots scored by `caef-bench eval-curve` on the held-out
 add_5 test cell. Everything here comes from those evaluation JSON files and the snapshots' manifests
-they name; nothing is typed in.
+they name; nothing is typed in. Each problem's reply and verdict go beside the report, packed
+(records/direct_capacity.jsonl.gz, a line a problem), where its numbers recount.
 
     python -m caef_bench.report.direct_capacity --arm work/capacity/lora16/evaluation.json \\
         --arm work/capacity/lora256/evaluation.json --arm work/capacity/full/evaluation.json --out results
@@ -18,9 +19,11 @@ import shlex
 import sys
 from pathlib import Path
 
+from caef_bench.evaluate.table1 import write_problem_lines
 from caef_bench.report.tables import percent, write_report
 
 FILES = ("direct_capacity.md", "direct_capacity.json", "direct_capacity.png")
+RECORDS = Path("records") / "direct_capacity.jsonl.gz"  # from the report's folder
 HOW_MADE = "### How this was made"
 
 
@@ -47,7 +50,8 @@ def arm_record(evaluation_path: str | Path, cell: str) -> dict:
             "points": [{"samples": p["samples"], "adapter": p["adapter"], "final_loss": p["final_loss"],
                         "train_seconds": p["train_seconds"],
                         **{k: p["cells"][cell][k] for k in ("n", "correct", "accuracy", "ci_low", "ci_high")},
-                        "examples": p["cells"][cell].get("examples", [])} for p in points]}
+                        "examples": p["cells"][cell].get("examples", []),
+                        "problems": p["cells"][cell].get("problems")} for p in points]}
 
 
 def capacity_findings(record: dict) -> str:
@@ -135,6 +139,12 @@ def write_capacity_report(evaluations: list[str | Path], out: str | Path, comman
     per_cell = sorted({p["n"] for arm in arms for p in arm["points"]})
     record = {"command": command, "cell": cell, "digits": int(next(iter(draws)).partition(":")[2]),
               "per_cell": "/".join(map(str, per_cell)), "arms": arms}
+    # the problems leave the points for their own file (the JSON keeps the counts)
+    lines = [{"arm": arm["setting"], "samples": point["samples"], "cell": cell, **problem}
+             for arm in arms for point in arm["points"] for problem in point.pop("problems") or []]
+    if lines:  # evaluations made before they kept their problems have none: the report names no records then
+        write_problem_lines(lines, Path(out) / RECORDS)
+        record["records"] = str(RECORDS)
     return write_report(record, out, FILES, capacity_markdown, capacity_figure)
 
 

@@ -7,21 +7,25 @@ file they are put beside (`caef-bench run --suite caef`'s, e.g. results/table1_c
 typed in. Several evaluations are several training runs of the same budgets (another batch, another
 machine), each a run of its own in the tables and the figure, named by its batch, device and the flags
 that changed its plan. An earlier report's JSON serves as the evaluations it was made from, so a report
-can carry runs whose training folders are gone.
+can carry runs whose training folders are gone. Each problem's reply and verdict go beside the report, packed
+(records/lora_direct_curve.jsonl.gz, a line a problem), where its numbers recount.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import shlex
 from pathlib import Path
 
+from caef_bench.evaluate.table1 import read_problem_lines, write_problem_lines
 from caef_bench.report.tables import HOW_MADE, OP_NAMES, paper_tables, percent, write_report
 
 PAPER_ROW = "LLaMA 3.1 (L)"
 RUN_STYLES = (("o", "-"), ("s", "-."), ("^", (0, (5, 1, 1, 1))))  # (marker, line) of each run, in the record's order
 LENGTH_COLORS = {"5": "tab:blue", "10": "tab:orange", "50": "tab:green", "100": "tab:red", "1-10": "tab:purple"}
 FILES = ("lora_direct_curve.md", "lora_direct_curve.json", "lora_direct_curve.png")
+RECORDS = Path("records") / "lora_direct_curve.jsonl.gz"  # from the report's folder
 
 
 def _length(cell: str) -> str:
@@ -71,11 +75,37 @@ def _its_points(record: dict, run: dict) -> list[dict]:
             if p.get("run", "") == run["label"] and (not keys or snapshot_key(p) in keys)]
 
 
-def evaluations_of_report(record: dict) -> list[dict]:
+def evaluations_of_report(record: dict, problem_lines: list[dict] = ()) -> list[dict]:
     """An earlier report's JSON as the evaluations it was made from, one a run: a report carries its runs'
-    points whole (cells, commands, fingerprints), so a later report can show runs whose folders are gone."""
-    return [{**run["evaluation"], "points": {snapshot_key(p): {k: v for k, v in p.items() if k != "run"}
-                                             for p in _its_points(record, run)}} for run in record["runs"]]
+    points whole (cells, commands, fingerprints), so a later report can show runs whose folders are gone;
+    `problem_lines` (its packed records) give the cells their problems back."""
+    problems: dict[tuple, list] = {}
+    for line in problem_lines:
+        problems.setdefault((line["run"], line["snapshot"], line["cell"]), []).append(
+            {key: line[key] for key in ("id", "reply", "correct")})
+    evaluations = []
+    for run in record["runs"]:
+        points = {}
+        for point in _its_points(record, run):
+            point = {k: copy.deepcopy(v) for k, v in point.items() if k != "run"}
+            for cell, stats in point["cells"].items():
+                if (run["label"], snapshot_key(point), cell) in problems:
+                    stats["problems"] = problems[run["label"], snapshot_key(point), cell]
+            points[snapshot_key(point)] = point
+        evaluations.append({**run["evaluation"], "points": points})
+    return evaluations
+
+
+def problem_lines(record: dict) -> list[dict]:
+    """Every problem of the report's cells, a line each ({run, snapshot, cell, id, reply, correct}), taken out
+    of its points (the report's JSON keeps the counts; the lines go beside it, packed)."""
+    lines = []
+    for points in record["points"].values():
+        for point in points:
+            for cell, stats in point["cells"].items():
+                lines += [{"run": point["run"], "snapshot": snapshot_key(point), "cell": cell, **problem}
+                          for problem in stats.pop("problems", None) or []]
+    return lines
 
 
 def curve_record(evaluations: list[dict], caef: dict | None, command: str, sources: dict) -> dict:
@@ -358,12 +388,21 @@ def write_curve_report(evaluation_paths: list[str | Path], out: str | Path, comm
         if not path.is_file():
             raise FileNotFoundError(f"no curve evaluation at {path}: `caef-bench eval-curve` writes it")
         found = json.loads(path.read_text())
-        evaluations += evaluations_of_report(found) if "runs" in found else [found]  # an earlier report: its runs
+        if "runs" in found:  # an earlier report: its runs, their problems from its records
+            packed = path.parent / found["records"] if found.get("records") else None
+            evaluations += evaluations_of_report(found, read_problem_lines(packed) if packed and packed.is_file() else [])
+        else:
+            evaluations.append(found)
     caef = None
     if caef_path is not None:
         if not Path(caef_path).is_file():
             raise FileNotFoundError(f"no CAEF results at {caef_path} (`caef-bench run --suite caef` writes them)")
         caef = json.loads(Path(caef_path).read_text())
-    record = curve_record(evaluations, caef, command, {"evaluations": [str(path) for path in evaluation_paths],
-                                                       "caef": str(caef_path) if caef is not None else None})
+    record = curve_record(copy.deepcopy(evaluations), caef, command,
+                          {"evaluations": [str(path) for path in evaluation_paths],
+                           "caef": str(caef_path) if caef is not None else None})
+    lines = problem_lines(record)
+    if lines:  # evaluations made before they kept their problems have none: the report names no records then
+        write_problem_lines(lines, Path(out) / RECORDS)
+        record["records"] = str(RECORDS)
     return write_report(record, out, FILES, curve_markdown, curve_figure)

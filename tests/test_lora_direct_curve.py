@@ -267,6 +267,8 @@ def test_the_reports_problems_go_beside_it_and_come_back_when_a_later_report_rea
     path.write_text(json.dumps(evaluation))
     record = json.loads(write_curve_report([path], tmp_path / "out", "cmd")[1].read_text())
     assert record["records"] == "records/lora_direct_curve.jsonl.gz"
+    assert "Each problem's reply and verdict: `records/lora_direct_curve.jsonl.gz`." in \
+        (tmp_path / "out" / "lora_direct_curve.md").read_text()
     assert all("problems" not in stats for points in record["points"].values() for p in points
                for stats in p["cells"].values())
     lines = read_problem_lines(tmp_path / "out" / record["records"])

@@ -98,7 +98,8 @@ def capacity_markdown(record: dict) -> str:
              f"its draws: every sample an equal-length {record['digits']}-digit addition in the protocol's "
              f"LoRA-direct prompt, no test-set problem (`{record['arms'][0]['data'][0]}`). Snapshots scored by "
              f"`caef-bench eval-curve` (greedy, exact match) on the first {record['per_cell']} problems of "
-             f"{record['cell']}.", ""]
+             f"{record['cell']}."
+             + (f" Each problem's reply and verdict: `{record['records']}`." if record.get("records") else ""), ""]
     for arm in record["arms"]:
         lines.append(f"- {arm['setting']} ({arm['device']}): " + "; ".join(f"`{c}`" for c in arm["train_commands"])
                      + f"; scored by `{arm['eval_command']}`")

@@ -54,3 +54,25 @@ def test_a_draft_off_by_one_token_costs_a_few_passes_not_one_per_token(shipped):
     # only the confirmed start as the draft, the full draft as a source to realign on
     out, passes = speculative_greedy(model, codec, prompt, greedy[:31], limit, sources=[greedy[:30] + greedy[31:]])
     assert out == greedy and passes <= 8
+
+
+def test_drafts_checked_together_are_judged_as_each_alone(shipped):
+    # rows of different prompt lengths in one pass (logits are taken from the shortest prompt's end on)
+    from caef_bench.models.decoding import verify_drafts
+
+    model, codec = shipped
+    prompts, drafts = [], []
+    for a, b, step in ((31415926535897932384, 27182818284590452353, 4), (12, 34, 1), (987654321, 123456789, 6)):
+        source, _ = trace("add", a, b)[step]
+        prompt = codec.prompt_ids(source)
+        greedy = greedy_ids(model, [prompt], codec, 3 * len(prompt) + 64)[0]
+        prompts.append(prompt)
+        drafts.append(greedy)
+    wrong = next(token for token in drafts[0] if token != drafts[1][5])
+    drafts[1] = drafts[1][:5] + [wrong] + drafts[1][6:]  # a wrong token at 5: accepted up to it
+    limits = [len(draft) + 1 for draft in drafts]
+    together = verify_drafts(model, codec, prompts, drafts, limits)
+    alone = [verify_drafts(model, codec, [p], [d], [n])[0] for p, d, n in zip(prompts, drafts, limits)]
+    assert together == alone
+    assert [ok for ok, _ in together] == [True, False, True] and together[0][1] == drafts[0]
+    assert together[1][1] == greedy_ids(model, [prompts[1]], codec, 3 * len(prompts[1]) + 64)[0][:6]

@@ -220,6 +220,14 @@ def test_weights_fingerprint_names_the_adapters_and_base(trained, tmp_path):
     weights.write_bytes(weights.read_bytes()[:-1] + b"\0")  # one byte of one adapter differs
     assert weights_fingerprint(get_tier("tiny", base=copy / "base", adapters=copy)) != weights_fingerprint(tier)
     assert load_step_model("tiny", str(trained)).fingerprint == weights_fingerprint(tier)
+    # the same weights run in bf16 give other greedy outputs: other weights; float32 names nothing new
+    from caef_bench.models.loading import adapter_fingerprints
+
+    in_bf16 = get_tier("tiny", base=trained / "base", adapters=trained, dtype="bfloat16")
+    assert weights_fingerprint(in_bf16) != weights_fingerprint(tier)
+    assert adapter_fingerprints(in_bf16)["executor_add"] != adapter_fingerprints(tier)["executor_add"]
+    assert weights_fingerprint(get_tier("tiny", base=trained / "base", adapters=trained, dtype="float32")) == \
+        weights_fingerprint(tier)
 
 
 def test_each_adapter_runs_with_the_position_scheme_it_was_trained_with(trained, tmp_path):

@@ -418,8 +418,12 @@ def _adapter_manifests(adapter_root: str | Path, kinds: tuple[str, ...]):
 
 def _base_digest(tier: Tier):
     """sha256 over the tier's name and scheme, the base's file names and sizes (an 8B base is too
-    large to hash on every run), its config and its small weight files."""
+    large to hash on every run), its config and its small weight files, and the dtype it runs in where
+    that is not float32 (bf16 rounds every product: other greedy outputs, other weights; float32 adds
+    nothing, so the fingerprints of tiers run in float32 stay what their results name)."""
     digest = hashlib.sha256(f"{tier.name}|{tier.position_scheme}".encode())
+    if str(tier.dtype).removeprefix("torch.") != "float32":
+        digest.update(f"|dtype {str(tier.dtype).removeprefix('torch.')}".encode())
     base = Path(tier.base)
     if base.is_dir():
         for path in sorted(base.rglob("*")):

@@ -13,7 +13,8 @@ from .common import backend_arguments, out_argument, records_argument, say, seed
 
 SUITE_HELP = {
     "table1": "every system of baselines/ through lm-eval, on Table 1's cells",
-    "table2": "Table 2: CAEF's components (aligners, executors) and end to end",
+    "table2": "Table 2: CAEF's components each on its own: the executors from the machines' start state, "
+              "aligner (I) and aligner (O) exact match",
     "caef": "Table 1's CAEF rows, every run traced",
     "repeated": "repeated digits against random controls: every system, CAEF's one-step stress",
     "long_mul_div": "long multiplication and division (20x20 and 50x50 digits, 40/20 and 100/10): CAEF's long "

@@ -1,6 +1,6 @@
 """The repeated-digit suite behind `caef-bench run --suite repeated`.
 
-Three measurements on the repeated-digit test sets (`repeated_<op>_<n>_<p1|p2|p3|mixed|control>`):
+Three measurements on the repeated-digit test sets (`repeated_<op>_<n>_<p1|p2|p3|mixed|round|control>`):
 - CAEF end to end, traced, through the runtime (`suites.run_caef`: one records file per cell under
   the weights' records folder, so a rerun resumes and a larger --limit solves only the new problems);
   each failed run is classified at its first divergence (`failures.classify_record`).

@@ -9,8 +9,8 @@ Each measurement is a fresh process (`--worker`) that loads the shipped tiny tie
 of the cell to attach its adapters, then times `runtime.Rounds` on the cell's first problems with
 `batch_size` prompts per model call (batch 1: one problem's step at a time, as the paper's loop runs;
 16 and 64: that many problems moved one step per model call). The baseline is the runtime at git
-revision --baseline (a78309b: before issue 65's batched evaluation, folded adapters and length
-buckets), exported from git to a temporary folder and imported in place of this checkout's package,
+revision --baseline (a78309b: before batched evaluation, folded adapters and length buckets came
+in), exported from git to a temporary folder and imported in place of this checkout's package,
 with this checkout's checkpoints (the same weights). Old and new alternate, configuration by
 configuration, --repeats times; every process records the load average at its start and end, since on
 a shared machine every figure moves with it; problems per CPU-second (process time) moves less.
@@ -44,7 +44,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 SECTION = "## Problems per second against batch size"
-BASELINE = "a78309b"  # the runtime before issue 65
+BASELINE = "a78309b"  # the runtime before batched evaluation, folded adapters and length buckets
 PROBLEMS = {("add_10", 1): 16, ("add_100", 1): 2}  # at batch 1; otherwise one batch of problems
 # decode statistics counted over the timed run (the old runtime has the first two only)
 COUNTED = ("steps", "forward_passes", "verify_passes", "padded_tokens", "real_tokens", "verify_seconds")
@@ -236,7 +236,8 @@ def finding(frame) -> str:
         best = rows.loc[rows["new /cpu-s"].idxmax()]
         parts.append(f"{cell} {ratios} (most: {best['new /cpu-s']:.3g} problems per CPU-second at batch {best['batch']})")
     same = "the same answers and step texts" if frame["same outputs"].all() else "OUTPUTS THAT DIFFER in some rows"
-    return ("Problems per CPU-second of this runtime against the one before issue 65, one thread each: "
+    return ("Problems per CPU-second of this runtime against the one before batched evaluation, folded "
+            "adapters and length buckets, one thread each: "
             + "; ".join(parts) + f"; old and new computed {same}.")
 
 

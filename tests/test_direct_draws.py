@@ -1,4 +1,4 @@
-"""The LoRA-direct baseline's training draws follow the test protocol (issue 61), and a full
+"""The LoRA-direct baseline's training draws follow the test protocol, and a full
 fine-tune of the base trains, snapshots and loads like a LoRA adapter (the capacity check)."""
 
 import json

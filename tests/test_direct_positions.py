@@ -124,7 +124,8 @@ def test_table1_states_each_direct_adapters_samples_as_a_share_of_its_budget(tmp
     [note] = direct_training_notes({"direct": {"cells": {}}}, {"direct": system})
     assert "(100.0% of 686,720)" in note and "lower bound" not in note and "position id 0" not in note
     assert "At its whole budget" not in note  # no cells ran: nothing to say of them
-    # its whole budget and not one problem right: Table 1 says so (issue 61's other way out); one right, it does not
+    # its whole budget and not one problem right: Table 1 says so (a finding, not a short
+    # budget); one right, it does not
     cells = {cell: {"n": 100, "correct": 0} for cell in ("add_5", "add_10")}
     [note] = direct_training_notes({"direct": {"cells": cells}}, {"direct": system})
     assert "At its whole budget add answered no problem of its cells" in note

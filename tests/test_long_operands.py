@@ -1,4 +1,4 @@
-"""Past the paper's 100 digits (issue 66): the research run is explicit, the machines are exact on the
+"""Past the paper's 100 digits: the research run is explicit, the machines are exact on the
 long cells, and the report's finding is computed from its JSON."""
 
 from __future__ import annotations

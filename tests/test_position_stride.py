@@ -1,4 +1,4 @@
-"""Position ids past 127 cells a field (issue 66): a coupled scheme with its own field stride, and the
+"""Position ids past 127 cells a field: a coupled scheme with its own field stride, and the
 training-time offsets that move every cell away from <s>/<sep> without changing any offset between cells."""
 
 import pytest

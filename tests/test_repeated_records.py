@@ -1,4 +1,4 @@
-"""The repeated-digit report's lm-eval systems keep their problems (issue 89, item 3): one line each in
+"""The repeated-digit report's lm-eval systems keep their problems: one line each in
 records/repeated/<system>.jsonl.gz beside the report (cell, id, period, expression, target, reply, verdict),
 and every cell of such a system recounts from them: N, wrong answers and each wrong reply's failure class, by
 the rule the suite counts with (`repeated.baseline_cell`), each cell's lines the first N problems of its

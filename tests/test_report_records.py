@@ -1,4 +1,4 @@
-"""Each committed report ties to its problems' records (issue 89, item 3): the report's numbers recount from them.
+"""Each committed report ties to its problems' records: the report's numbers recount from them.
 
 A run names its records folder (`records`: work/records/<tier>-<weights>); where that folder is committed as
 results/records/<tier>-<weights>.tgz, every per-cell number the records determine is counted again here from

@@ -1,4 +1,4 @@
-"""The committed results are what the code makes of the shipped weights (issue 64), checked without a model:
+"""The committed results are what the code makes of the shipped weights, checked without a model:
 
 - every results/*.json names the weights of checkpoints/tiny/ (their fingerprint, and each adapter's),
   results/<tier>/*.json those of checkpoints/<tier>/, and a file made on other weights sits in a folder
@@ -81,7 +81,7 @@ STALE_ROWS = {
     "lora-direct-smollm2-135m": "made when its adapters sat in checkpoints/smollm2-135m/direct (the tier's "
                                 "fingerprint, b8efc34532e5); its add and gt adapters, all this row's cells "
                                 "call, are the same files checkpoints/smollm2-135m-direct links now. The row is "
-                                "made again when the tier's adapters join (issue 87)",
+                                "made again when the tier's CAEF and direct adapters join in one folder",
 }
 
 

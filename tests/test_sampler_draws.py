@@ -1,6 +1,7 @@
 """The shipped adapters' training draws stay what they were: every plan of the tiny preset (and the
 base's pre-training phases) draws, batch for batch, the samples recorded in
-tests/reference/sampler_draws.json, which the sampler code before issue 63's registry wrote
+tests/reference/sampler_draws.json, which the sampler code before the registry of named samplers
+(train/samplers.py) wrote
 (the file's header names the commit and the command); the long route's five plans (digit_mul, long_mul,
 long_div and their aligners) were added to it as they were planned, before any was trained.
 
@@ -33,7 +34,8 @@ def _request():
 
 def sources() -> dict:
     """{name: source} for every adapter plan of the tiny preset and each phase of its base; the LoRA-direct
-    plans also as the shipped direct adapters drew (`direct_draw` "classes", before issue 61)."""
+    plans also as the shipped direct adapters drew (`direct_draw` "classes", before their draws followed the
+    test protocol)."""
     from dataclasses import replace
 
     from caef_bench.train.presets import PRESETS

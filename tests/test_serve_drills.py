@@ -1,5 +1,5 @@
 """`caef-bench serve` as a user runs it: a process on a free port, scored by plain `lm_eval`, and drilled
-under abuse (issue 64).
+under abuse.
 
 Plain lm-eval scores the tiny tier through it. The abuse drills put a `caef-bench serve` process in front
 of a gated oracle served in this process (`serve --backend openai`: its steps go there), so each drill

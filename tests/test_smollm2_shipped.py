@@ -1,4 +1,4 @@
-"""The adapters checkpoints/smollm2-135m/ ships (issue 62): what their manifests must record, LoRA-direct on
+"""The adapters checkpoints/smollm2-135m/ ships: what their manifests must record, LoRA-direct on
 its CAEF pair's samples, an operator they lack refused in one line, and (slow) an answer from a fresh start."""
 
 from __future__ import annotations

@@ -158,7 +158,8 @@ def _cells(**rates):
 
 
 def test_a_local_run_of_20_right_of_20_is_consistent_with_a_committed_199_of_200():
-    """The main job's verdict (issue 64): 20 of 20 is what a 99.5% model does most of the time, not a difference."""
+    """The main job's verdict (each cell against the committed one, Fisher's exact test): 20 of 20 is what
+    a 99.5% model does most of the time, not a difference."""
     from caef_bench.report.table1 import comparison_lines
 
     committed = {"systems": {"caef-tiny": {"cells": _cells(mul_1_10=(199, 200), add_5=(200, 200))}}}

@@ -1,4 +1,4 @@
-"""Expressions as people type them (issue 64): blanks around the operator and the '=', a missing '=',
+"""Expressions as people type them: blanks around the operator and the '=', a missing '=',
 read as the template by `solve`, `serve` (completions and chat) and the `caef` lm-eval model, which echo
 the expression they solved; what has no plain meaning stays a one-line error."""
 

@@ -1,4 +1,4 @@
-"""The numbers a person types first, solved end to end on the shipped tiny tier (issue 36): round numbers,
+"""The numbers a person types first, solved end to end on the shipped tiny tier: round numbers,
 runs of one digit, equal operands and near-equal ones, 5 to 20 digits, every operator. The weights before
 printed other operands for `1000000000000000+1=` and no answer for `1000000+1000000=`."""
 

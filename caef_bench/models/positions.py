@@ -1,7 +1,8 @@
 """Position ids for the tiny tier: position coupling.
 
 A tiny transformer with ordinary positions does not learn to copy a 100-digit
-tape exactly (a trial on this machine: 0% exact steps after 30 minutes). With
+tape exactly (0% exact steps after 30 minutes of training on a CPU:
+lab/research/training-log.md, "From docs/format.md"). With
 position coupling (after Cho et al. 2024) a token's position says *where on the
 tape* it is rather than how far into the text: the k-th cell of a field gets the
 same position id in the input and in the output, so "copy the next cell" is the

@@ -63,8 +63,8 @@ state as a new prompt with coupled ids.
 Scheme "coupled-words": coupled-hints, plus one rule for words the tokenizer spells a character a
 token (machine names outside FORMAT_WORDS: LONG_MUL, DIGIT_MUL, LONG_DIV; the markers [REM], [NEG]).
 Under the other coupled schemes every token of such a word has the same id, so a model cannot tell
-how far into the word it is: executor_long_mul, trained under coupled-hints, wrote `LO_MUL` for
-`LONG_MUL` and `DIII_MUL` for `DIGIT_MUL` (docs/long-mul-div.md). Here, inside a field, from its
+how far into the word it is (what that did to executor_long_mul:
+lab/research/long-mul-div-log.md). Here, inside a field, from its
 first letter, `_` or `[` token on every token takes its own place: each adds one to an in-field count
 that is added to the ids of the tokens after it in the field (`LONG_MUL,` gets 0..6, `[REM]|2|0`
 gets 0, 1, 2, 3, 4, its `[` too, and its cells 5, 6: the cells keep a fixed offset), as aligner (I)'s hinted

@@ -7,7 +7,9 @@ from caef_bench.evaluate.failures import classify_record
 from caef_bench.machines import (
     ExecutorState,
     align_input,
+    align_output,
     answer_misalignment,
+    answer_miscopy,
     parse,
     parse_expression,
     rewritten_operand,
@@ -44,6 +46,32 @@ def test_a_start_state_of_another_problem_names_the_operand():
                                           ("45+67", True), ("", True), ("45+67==112", True)])
 def test_an_answer_must_write_back_the_asked_expression(final, wrong):
     assert (answer_misalignment("45+67=", final) is not None) is wrong
+
+
+@pytest.mark.parametrize("expr", ["9999999999+1=", "45+67=", "1000-1=", "7-7=", "12345*7=", "1000//7=", "99999>100000=",
+                                  "5555==5555=", "0<0="])
+def test_an_answer_must_hold_the_result_its_halt_state_holds(expr):
+    asked = parse_expression(expr)
+    halt = run(asked.op, asked.a, asked.b).text(-1)
+    written = align_output(halt)
+    assert answer_miscopy(halt, written) is None
+    result = written.rpartition("=")[2]
+    other = result[:-1] if len(result) > 1 else ("True" if result == "False" else "False" if result == "True" else "1")
+    assert answer_miscopy(halt, expr + other) == \
+        f"aligner (O) wrote the result {other!r} where the halt state holds {result!r}"
+
+
+def test_a_run_whose_aligner_O_miscopies_its_result_gives_no_answer():
+    # 9999999999+1=: a 0 of the sum's run dropped (SmolLM2's aligner_add wrote 1000000000) was a silent wrong answer
+    from caef_bench.runtime import Problem, solve_batch
+    from fault_models import BrokenModel
+
+    drop_a_zero = BrokenModel(lambda prompt, output: output[:-1],  # aligner (O): its prompt is the halt state
+                              lambda adapter, prompt: adapter == "aligner_add" and "Halt state" in prompt)
+    (record,) = solve_batch([Problem("p", "9999999999+1=", "10000000000")], drop_a_zero, mode="free")
+    assert (record.outcome, record.answer) == ("misaligned", None)
+    assert record.detail == "aligner (O) wrote the result '1000000000' where the halt state holds '10000000000'"
+    assert classify_record(record).where == "aligner (O)"
 
 
 def test_an_untraced_misaligned_run_is_classified_at_its_aligner():

@@ -342,11 +342,12 @@ def test_error_classes_of_divergences(old, new, error_class):
     assert (record.first_divergence.step, record.first_divergence.error_class) == (step, error_class)
 
 
-def test_aligner_output_divergence_is_a_wrong_result():
+def test_aligner_output_divergence_is_a_wrong_result_and_no_answer():
+    # aligner (O) wrote a result its halt state does not hold: the runtime does not answer with it
     model = BrokenModel(lambda prompt, output: output + "0", on_adapter("aligner_add"))
     model.trigger = lambda adapter, prompt: adapter == "aligner_add" and "\n" in prompt  # aligner (O) only
     (record,) = solve_batch(problems_of(["45+67="]), model, mode="traced")
-    assert (verdict(record), record.answer) == ("wrong_answer", "1120")
+    assert (verdict(record), record.answer, record.final) == ("misaligned", None, "45+67=1120")
     assert (record.first_divergence.error_class, record.first_divergence.step) == ("wrong_result", record.n_steps - 1)
 
 

@@ -102,6 +102,18 @@ def test_aligner_O_chunks_join_into_the_answer():
         assert join_answer(expr, prompts, [align_output(p) for p in prompts], halt.machine) == truth(expr)
 
 
+def test_an_aligner_O_chunk_whose_result_is_not_its_halt_states_is_no_answer():
+    from caef_bench.runtime.windowed import OffProblem
+
+    expr = "9" * 120 + "+" + "1="
+    halt = run("add", 10**120 - 1, 1).halt.state
+    prompts = output_chunks(halt, CHUNK)
+    written = [align_output(p) for p in prompts]
+    written[1] = written[1][:-3] + written[1][-2:]  # a 0 of the run dropped, the expression kept
+    with pytest.raises(OffProblem, match="chunk 1: aligner \\(O\\) wrote the result"):
+        join_answer(expr, prompts, written, "ADD")
+
+
 def test_a_sums_chunks_read_back_as_sums_whose_top_digits_add_up():
     """1<a's chunk>+1<b's chunk>=2<the sum's chunk>: with a 1 over the sum, a chunk of it beginning with 1
     read `=11…`, a run an aligner (O) lengthens; the top chunk keeps the carry out under the 2."""
@@ -141,7 +153,7 @@ def test_an_operand_rewritten_in_a_window_or_a_lost_sentinel_is_misaligned():
         return output.replace("=2", "=", 1) if adapter == "aligner_add" and "qH" in prompt else output  # aligner (O)
 
     record = solve_batch([Problem("p", expr)], MachineWindows([expr], drop_sentinel), windowing=TINY)[0]
-    assert record.outcome == "misaligned" and "sentinel" in record.detail
+    assert record.outcome == "misaligned" and "aligner (O) wrote the result" in record.detail
 
 
 def test_a_model_that_takes_drafts_is_offered_the_machines_window():

@@ -157,6 +157,17 @@ def answer_misalignment(expr: str, final: str) -> str | None:
     return None
 
 
+def answer_miscopy(halt_text: str, final: str) -> str | None:
+    """Why aligner (O)'s result is not the one the halt state it read holds, or None. The result is a copy
+    (the output tape's digits, or the verdict register), so a result of other digits is no answer: the
+    halt state holds the executors' answer, and aligner (O) only writes it out."""
+    held = align_output(halt_text).rpartition("=")[2]
+    written = final.rpartition("=")[2]
+    if written != held:
+        return f"aligner (O) wrote the result {written[:200]!r} where the halt state holds {held[:200]!r}"
+    return None
+
+
 def align_input(expr: str, route: str = "paper") -> str:
     """Aligner (I): the templated expression -> the start state and first command of the machine that
     answers it on `route` (ops.ROUTES: "long" starts LONG_MUL for `a*b=`, LONG_DIV for `a//b=`)."""

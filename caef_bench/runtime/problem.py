@@ -21,10 +21,10 @@ stack is general, although CAEF composers only ever call executors (depth 1).
 
 Aligner (I)'s start state must hold the expression's operator and operands, every state an
 executor writes the operand tapes its start state had (an executor only reads them), and aligner
-(O)'s text must be the asked expression with its result (the machines' `start_misalignment`,
-`rewritten_operand`, `answer_misalignment`): otherwise the run would execute, or answer, another
-problem, and it ends with outcome "misaligned", its detail naming the operand copied wrong and
-which call wrote it.
+(O)'s text must be the asked expression with the result its halt state holds (the machines'
+`start_misalignment`, `rewritten_operand`, `answer_misalignment`, `answer_miscopy`): otherwise the run
+would execute, or answer, another problem, or answer with digits no executor wrote, and it ends with
+outcome "misaligned", its detail naming what was copied wrong and which call wrote it.
 
 Modes:
 - "free": the model's own outputs are fed back (the paper's setting); only
@@ -61,6 +61,7 @@ from caef_bench.machines import (
     Run,
     Snapshot,
     answer_misalignment,
+    answer_miscopy,
     classify,
     composer_view,
     parse,
@@ -332,8 +333,9 @@ class FreeRunning(Attempt):
         try:
             if self.phase == "align_output":
                 # The runtime answers only the problem it was asked: an expression written back with
-                # other operands is no answer to it, whatever its result.
-                wrong = answer_misalignment(self.problem.expr, text)
+                # other operands is no answer to it, whatever its result; nor is a result other than the
+                # one the halt state holds (aligner (O) copies it: a miscopy would be a silent wrong answer).
+                wrong = answer_misalignment(self.problem.expr, text) or answer_miscopy(self.halt_text, text)
                 if wrong:
                     self.record.final = text
                     self.finish("misaligned", wrong)

@@ -42,8 +42,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Iterator
 
-from caef_bench.machines import (Snapshot, answer_misalignment, parse, parse_expression, render, rewritten_operand, run,
-                                 start_misalignment)
+from caef_bench.machines import (Snapshot, answer_misalignment, answer_miscopy, parse, parse_expression, render,
+                                 rewritten_operand, run, start_misalignment)
 from caef_bench.machines import classify as classify_step
 from caef_bench.machines import next_text
 from caef_bench.machines import composer_view
@@ -217,20 +217,17 @@ def output_chunks(halt: ExecutorState | ComposerState, chunk: int) -> list[str]:
 
 def join_answer(expr: str, chunk_prompts: list[str], chunk_texts: list[str], machine: str) -> str:
     """The answer from aligner (O)'s chunks: each chunk's result without its sentinel, top chunk
-    first (ADD, SUB), or the verdict every chunk copied (a comparison). Raises OffProblem."""
+    first (ADD, SUB), or the verdict the chunks copied (a comparison). Raises OffProblem where a chunk
+    is not its halt chunk's expression with the result that chunk holds (its sentinel digit on top, the
+    whole halt state's verdict), so what is joined is the executors' answer as they wrote it."""
     results = []
     for index, (prompt, text) in enumerate(zip(chunk_prompts, chunk_texts)):
         asked = _chunk_expression(prompt)
-        if wrong := answer_misalignment(asked, text):
+        if wrong := answer_misalignment(asked, text) or answer_miscopy(prompt, text):
             raise OffProblem(f"chunk {index}: {wrong}")
         results.append(text.rpartition("=")[2])
     if machine in ("ADD", "SUB"):
-        top = ADD_OUTPUT_SENTINEL if machine == "ADD" else SENTINEL
-        if missing := [i for i, r in enumerate(results) if not r.startswith(top)]:
-            raise OffProblem(f"aligner (O) chunk {missing[0]} lost its sentinel digit")
         return "".join(r[1:] for r in reversed(results))
-    if len(set(results)) != 1:
-        raise OffProblem(f"aligner (O) chunks wrote different verdicts: {', '.join(sorted(set(results)))}")
     return results[0]
 
 

@@ -399,10 +399,9 @@ def write_curve_report(evaluation_paths: list[str | Path], out: str | Path, comm
         if not Path(caef_path).is_file():
             raise FileNotFoundError(f"no CAEF results at {caef_path} (`caef-bench run --suite caef` writes them)")
         caef = json.loads(Path(caef_path).read_text())
-    record = curve_record(copy.deepcopy(evaluations), caef, command,
-                          {"evaluations": [str(path) for path in evaluation_paths],
-                           "caef": str(caef_path) if caef is not None else None})
-    lines = problem_lines(record)
+    record = curve_record(evaluations, caef, command, {"evaluations": [str(path) for path in evaluation_paths],
+                                                       "caef": str(caef_path) if caef is not None else None})
+    lines = problem_lines(record)  # (takes the problems out of the evaluations' cells: they are this call's own)
     if lines:  # evaluations made before they kept their problems have none: the report names no records then
         write_problem_lines(lines, Path(out) / RECORDS)
         record["records"] = str(RECORDS)

@@ -206,6 +206,18 @@ def test_a_rerun_scores_every_problem_not_only_the_new_ones(trained, tmp_path):
     assert "1 of the 3 problem runs were read from records" in (tmp_path / "results" / "table1_caef.md").read_text()
 
 
+def test_a_tier_run_in_another_dtype_has_weights_and_records_of_its_own():
+    # bfloat16 halves SmolLM2's time on a CPU with bf16 instructions; its outputs may differ from float32's,
+    # so it must never share records (nor reuse steps) with the tier in its own dtype
+    import torch
+
+    own, bf16 = load_step_model("tiny"), load_step_model("tiny", dtype="bfloat16")
+    assert next(bf16.model.parameters()).dtype == torch.bfloat16
+    assert bf16.fingerprint != own.fingerprint
+    assert not set(bf16.adapter_fingerprints.values()) & set(own.adapter_fingerprints.values())
+    assert solve_batch([Problem("a", "9999+1=", "10000")], bf16)[0].final == "9999+1=10000"
+
+
 def test_weights_fingerprint_names_the_adapters_and_base(trained, tmp_path):
     import shutil
 

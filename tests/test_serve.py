@@ -329,6 +329,8 @@ def test_the_vllm_system_runs_caef_here_and_its_steps_on_the_server(monkeypatch,
     (["solve", "1+1=", "--backend", "openai"], "--backend openai needs --base-url"),
     (["solve", "1+1=", "--base-url", "http://h:1/v1"], "--base-url is for --backend openai"),
     (["solve", "1+1=", "--backend", "openai", "--base-url", "h:1"], "must be an http(s) address"),
+    (["solve", "1+1=", "--backend", "openai", "--base-url", "http://h:1/v1", "--dtype", "bfloat16"],
+     "--dtype is for the local backend"),
     (["run", "--suite", "table1", "--backend", "openai", "--base-url", "http://h:1/v1"], "not options of `caef-bench run table1`"),
 ])
 def test_backend_options_that_do_not_fit_are_one_line_errors(argv, reason, capsys):

@@ -34,7 +34,7 @@ def step_model(args: argparse.Namespace, ops=None):
     from caef_bench.runtime.backends import step_model as backend_step_model
 
     return backend_step_model(args.backend, args.tier, args.checkpoints, speculative=not args.no_speculative,
-                              device=args.device, base_url=args.base_url, ops=ops)
+                              device=args.device, base_url=args.base_url, ops=ops, dtype=args.dtype)
 
 
 def tier_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,6 +47,8 @@ def solver_arguments(parser: argparse.ArgumentParser) -> None:
     """The tier, its device and decoding: what solves problems in this process (solve, serve, run)."""
     tier_arguments(parser)
     device_argument(parser)
+    parser.add_argument("--dtype", help="the torch dtype the tier runs in instead of its own (float32, bfloat16); "
+                                        "part of the weights fingerprint, so its records and results are its own")
     parser.add_argument("--no-speculative", action="store_true", help="plain greedy decoding, one token per pass")
 
 

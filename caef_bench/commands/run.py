@@ -215,7 +215,7 @@ def run_repeated(args: argparse.Namespace) -> int:
         limits=system_limits(args.limits, systems), cells_of=cells_of(args.cells_of, systems, cells, select_cells),
         seed=args.seed, onestep_per_cell=args.onestep_per_cell,
         onestep_cells=tuple(select_cells(args.onestep_cells)) if args.onestep_cells else None,
-        speculative=not args.no_speculative, device=device(args),
+        speculative=not args.no_speculative, device=device(args), dtype=args.dtype,
         reuse_steps=Path(args.reuse_steps) if args.reuse_steps else None, out=Path(args.out))
     results = run_systems(request, say=say)
     if previous is not None:
@@ -244,7 +244,7 @@ def run_long_mul_div(args: argparse.Namespace) -> int:
         work=Path(args.work or WORK_DIR / "long_mul_div"), tier=args.tier, checkpoints=args.checkpoints,
         records=Path(args.records) if args.records else None, limit=args.limit,
         limits=system_limits(args.limits, systems), cells_of=cells_of(args.cells_of, systems, cells, select_cells),
-        speculative=not args.no_speculative, device=device(args),
+        speculative=not args.no_speculative, device=device(args), dtype=args.dtype,
         reuse_steps=Path(args.reuse_steps) if args.reuse_steps else None, measure_long_route=args.measure_long_route)
     for path in write_long_mul_div(run_systems(request, Path(args.out), say=say), args.out):
         print(f"wrote {path}")

@@ -131,6 +131,7 @@ class LongMulDivRequest:
     cells_of: dict = field(default_factory=dict)  # {system name: its cells}, a slow system on fewer
     speculative: bool = True
     device: str | None = None
+    dtype: str | None = None  # CAEF's tier in another torch dtype than its own
     reuse_steps: Path | None = None  # an earlier run's records folder, for calls to unchanged adapters
     # CAEF on the long route where its tier's limits do not take it yet (measuring_limits): the run that
     # measures what the tier's limits may then say
@@ -177,17 +178,18 @@ def caef_model(tier: str, checkpoints: str | None, model_args: dict, request: Lo
     from caef_bench.runtime.backends import step_model
 
     return step_model(model_args.get("backend", "hf"), tier, checkpoints, speculative=request.speculative,
-                      device=request.device, base_url=model_args.get("base_url"), ops=ops)
+                      device=request.device, base_url=model_args.get("base_url"), ops=ops, dtype=request.dtype)
 
 
-def _caef_weights(tier: str, checkpoints: str | None, model_args: dict) -> str | None:
-    """The weights fingerprint of a CAEF system that did not run; None where this machine cannot see them."""
+def _caef_weights(tier: str, checkpoints: str | None, model_args: dict, dtype: str | None = None) -> str | None:
+    """The weights fingerprint of a CAEF system that did not run (in `dtype` where given); None where this
+    machine cannot see them."""
     if model_args.get("backend", "hf") != "hf":
         return None
     from caef_bench.models.loading import tier_with_checkpoints, weights_fingerprint
 
     try:
-        return weights_fingerprint(tier_with_checkpoints(tier, checkpoints))
+        return weights_fingerprint(tier_with_checkpoints(tier, checkpoints, **({"dtype": dtype} if dtype else {})))
     except (FileNotFoundError, ValueError):
         return None
 
@@ -259,7 +261,7 @@ def run_caef_system(system: System, request: LongMulDivRequest, say=print) -> tu
     except FileNotFoundError as missing:  # no weights for the tier here
         return {**entry, "weights": None, "not_run": dict.fromkeys(cells, str(missing))}, {}
     if not routes:
-        return {**entry, "weights": _caef_weights(tier, checkpoints, args), "not_run": not_run}, {}
+        return {**entry, "weights": _caef_weights(tier, checkpoints, args, request.dtype), "not_run": not_run}, {}
     ops = sorted({routed(CELLS[cell].op, route) for cell, route in routes.items()})
     try:
         model = caef_model(tier, checkpoints, args, request, ops)

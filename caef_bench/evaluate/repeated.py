@@ -217,6 +217,7 @@ class RepeatedRequest:
     onestep_cells: tuple[str, ...] | None = None  # default: every cell of the run
     speculative: bool = True
     device: str | None = None
+    dtype: str | None = None  # CAEF's tier in another torch dtype than its own
     reuse_steps: Path | None = None  # an earlier run's records folder, for calls to unchanged adapters
     out: Path | None = None  # the results document's folder: each lm-eval system's problem lines go there
 
@@ -254,7 +255,7 @@ def run_repeated(request: RepeatedRequest, say=print) -> dict:
         # CAEF runs through the runtime itself, traced, so every failure has its first divergence.
         tier = system.resolved_model_args().get("tier", request.tier)
         step_model = step_model or load_step_model(tier, request.checkpoints, speculative=request.speculative,
-                                                   device=request.device)
+                                                   device=request.device, dtype=request.dtype)
         reuse, source = reusing(request.reuse_steps, step_model, say)
         records, sources = records_folder(step_model, tier, request.records, source)
         results.update(tier=tier, weights=step_model.fingerprint, adapters=step_model.adapter_fingerprints,
@@ -272,7 +273,7 @@ def run_repeated(request: RepeatedRequest, say=print) -> dict:
         results["systems"][system.name] = {**base, "records": str(records), "cells": cells_done}
     if request.onestep_per_cell:
         if step_model is None:
-            step_model = load_step_model(request.tier, request.checkpoints, device=request.device)
+            step_model = load_step_model(request.tier, request.checkpoints, device=request.device, dtype=request.dtype)
             results.update(weights=step_model.fingerprint, adapters=step_model.adapter_fingerprints)
         store = request.work / f"onestep-{step_model.fingerprint}.json"
         cells = [cell for cell in request.onestep_cells if cell in request.cells] if request.onestep_cells \

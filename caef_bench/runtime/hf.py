@@ -293,7 +293,8 @@ class MergedAdapters:
                 if isinstance(module, LoraLayer):
                     weight = module.base_layer.weight
                     delta = module.get_delta_weight(adapter) if adapter in module.lora_A else 0
-                    state[f"{name}.weight"] = (weight + delta).detach().clone()
+                    # in the base's dtype: peft keeps an adapter in float32 beside a bfloat16 base
+                    state[f"{name}.weight"] = (weight + delta).to(weight.dtype).detach().clone()
             for key, value in base.state_dict().items():
                 if "lora_" not in key:
                     state.setdefault(key.replace(".base_layer", ""), value.detach().clone())
@@ -341,18 +342,20 @@ MERGE_UP_TO_PARAMETERS = 50_000_000
 
 
 def load_step_model(tier: str = "tiny", checkpoints: str | None = None, speculative: bool = True,
-                    device: str = "cpu", merge_adapters: bool | None = None, ops=None) -> HFStepModel:
+                    device: str = "cpu", merge_adapters: bool | None = None, ops=None,
+                    dtype: str | None = None) -> HFStepModel:
     """A tier's base as a StepModel whose adapters are attached on first use; `checkpoints` is an
     adapter folder (official layout, with base/ inside for the tiny tier) replacing the tier's default.
     merge_adapters: fold each adapter into a copy of the base (`MergedAdapters`); by default for a
     base of at most MERGE_UP_TO_PARAMETERS parameters. `ops`: operators about to be solved, whose
-    adapters must all be there (models.limits.check_adapters)."""
+    adapters must all be there (models.limits.check_adapters). `dtype`: a torch dtype name to run the tier
+    in instead of its file's (bfloat16 halves a CPU's time where it has bf16 instructions)."""
     from caef_bench.models.codec import codec_for
     from caef_bench.models.limits import check_adapters
     from caef_bench.models.loading import (adapter_folders, adapter_schemes, anonymous_adapters, available_adapters,
                                            load_base, tier_with_checkpoints)
 
-    tier_info = tier_with_checkpoints(tier, checkpoints)
+    tier_info = tier_with_checkpoints(tier, checkpoints, **({"dtype": dtype} if dtype else {}))
     if ops:  # before the base loads: an operator the tier cannot run is one line, not a model run
         check_adapters(tier_info.name, ops, available_adapters(tier_info), tier_info.adapters)
     found = adapter_folders(tier_info)  # before the base: a missing adapter folder fails fast

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# One training lane of the research log (lab/research/smollm2-log.md) on SmolLM2, one thread, resumable: a
+# finished adapter is skipped, an unfinished one resumes from its 10-minute checkpoint under OUT/.runs/.
+# From the repository root:  setsid nohup nice -n 5 lab/lanes/train.sh LANE &   (work/LANE.log, work/LANE.done)
+set -uo pipefail
+cd "$(dirname "$0")/../.." && source .venv/bin/activate && mkdir -p work
+export OMP_NUM_THREADS=1
+lane=${1:?usage: lab/lanes/train.sh LANE (the lanes: lab/lanes/README.md)}
+pending=checkpoints/smollm2-135m-pending tier=checkpoints/smollm2-135m
+case $lane in
+  # the DIV composer and aligner_div, from SUB's (a composer's calls and returns; the same expressions but
+  # for the symbol), both into one folder
+  div_r1) args=(--lr 1e-3 --adapter-init $pending --adapter-init-op sub --seed 17 --executors div --aligners ''
+                --stage2-steps 300 --share structured=0.2,returns=0.3 --out work/smollm2_div_r1) ;;
+  aligner_div_r1) args=(--lr 1e-3 --adapter-init $pending --adapter-init-op sub --seed 17 --executors '' --aligners div
+                        --stage2-steps 300 --share structured=0.2 --out work/smollm2_div_r1) ;;
+  # LoRA-direct mul and div from direct_add, with the samples CAEF's MUL or DIV lineage adds to add's:
+  # executor_sub 2,400 + 1,600, aligner_sub 2,000, the operator's executor 2,400 and aligner 2,400 = 10,800
+  # (1,350 steps of 8), 33,760 in all as its CAEF pair
+  direct_mul|direct_div)
+    op=${lane#direct_} seed=$([ "$lane" = direct_mul ] && echo 24 || echo 25)
+    args=(--lr 1e-3 --adapter-init $tier --adapter-init-op add --seed "$seed" --executors '' --aligners ''
+          --direct "$op" --stage2-steps 1350 --out "work/smollm2_direct_$op") ;;
+  # aligner_add on runs of one digit in the result (it wrote 9999999999+1=1000000000 from a halt state of 10000000000)
+  aligner_add_runs) args=(--lr 5e-4 --adapter-init $tier --seed 23 --executors '' --aligners add --stage2-steps 250
+                          --share structured=0.6,longest=0.2 --out work/smollm2_aligner_add_r5) ;;
+  # executor_sub round 3: b's top 9s (REFLECTION's short results at q1) and the steps that read a callee's halt
+  sub_r3) args=(--lr 5e-4 --adapter-init $pending --seed 21 --executors sub --aligners '' --stage2-steps 200
+                --share nines=0.4,returns=0.4,near=0.1,structured=0.1 --out work/smollm2_sub_r3) ;;
+  # executor_gt on runs of one digit and round numbers (it rewrote operand cells in 43 of 100 repeated-digit problems)
+  gt_runs) args=(--lr 5e-4 --adapter-init $tier --seed 22 --executors gt --aligners '' --stage2-steps 400
+                 --share structured=0.4,near=0.2,top_runs=0.1 --out work/smollm2_gt_r5) ;;
+  *) echo "no lane $lane (the lanes: lab/lanes/README.md)" >&2; exit 2 ;;
+esac
+caef-bench train --preset smollm2 --base smollm2-135m --eval-per-cell 50 --stage1-steps 0 "${args[@]}" >> "work/$lane.log" 2>&1
+echo $? > "work/$lane.done"

@@ -24,12 +24,17 @@ case $lane in
   # aligner_add on runs of one digit in the result (it wrote 9999999999+1=1000000000 from a halt state of 10000000000)
   aligner_add_runs) args=(--lr 5e-4 --adapter-init $tier --seed 23 --executors '' --aligners add --stage2-steps 250
                           --share structured=0.6,longest=0.2 --out work/smollm2_aligner_add_r5) ;;
+  # executor_add round 7 on operands to 12 digits: MUL's and DIV's sums reach 11-12 digits, past the 10 its rounds
+  # drew (a tenth of mul_1_10's and div_1_10's problems make such a call; composer_calls alone draws them in ~1%)
+  add_calls) args=(--lr 5e-4 --adapter-init $pending --seed 26 --executors add --aligners '' --stage2-steps 300
+                   --set max_len=12 --share structured=0.4,carry_to_ten=0.1,composer_calls=0.1 --out work/smollm2_add_r7) ;;
   # executor_sub round 3: b's top 9s (REFLECTION's short results at q1) and the steps that read a callee's halt
   sub_r3) args=(--lr 5e-4 --adapter-init $pending --seed 21 --executors sub --aligners '' --stage2-steps 200
                 --share nines=0.4,returns=0.4,near=0.1,structured=0.1 --out work/smollm2_sub_r3) ;;
-  # executor_gt on runs of one digit and round numbers (it rewrote operand cells in 43 of 100 repeated-digit problems)
+  # executor_gt on runs of one digit and round numbers (it rewrote operand cells in 43 of 100 repeated-digit
+  # problems), on operands to 12 digits as DIV compares them
   gt_runs) args=(--lr 5e-4 --adapter-init $tier --seed 22 --executors gt --aligners '' --stage2-steps 400
-                 --share structured=0.4,near=0.2,top_runs=0.1 --out work/smollm2_gt_r5) ;;
+                 --set max_len=12 --share structured=0.4,near=0.15,top_runs=0.1,composer_calls=0.1 --out work/smollm2_gt_r5) ;;
   *) echo "no lane $lane (the lanes: lab/lanes/README.md)" >&2; exit 2 ;;
 esac
 caef-bench train --preset smollm2 --base smollm2-135m --eval-per-cell 50 --stage1-steps 0 "${args[@]}" >> "work/$lane.log" 2>&1

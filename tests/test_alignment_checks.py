@@ -10,6 +10,7 @@ from caef_bench.machines import (
     align_output,
     answer_misalignment,
     answer_miscopy,
+    call_miscopy,
     parse,
     parse_expression,
     rewritten_operand,
@@ -118,3 +119,21 @@ def test_an_untraced_run_whose_executor_rewrote_an_operand_is_classified_at_that
                            detail="executor_add rewrote operand a as 999999 (started as 99999) at step 2")
     failure = classify_record(record)
     assert (failure.where, failure.what, failure.component) == ("executor", "wrong_digit", "executor_add")
+
+
+@pytest.mark.parametrize("expr", ["4531-1504=", "1000-1=", "7-7=", "99999*12=", "10000000*7=", "123*1=", "0*5=",
+                                  "99999999990//9999999999=", "0//1=", "137//4=", "66471854667//6478030270="])
+def test_every_call_a_composer_makes_copies_its_operands_from_the_composers_state(expr):
+    asked = parse_expression(expr)
+    composer = run(asked.op, asked.a, asked.b)
+    calls = [(phase.state, phase.callee) for phase in composer.phases if phase.callee is not None]
+    assert calls and all(call_miscopy(state, callee.snapshot(0).state) is None for state, callee in calls)
+
+
+def test_a_call_on_other_operands_than_its_composers_names_them():
+    """DIV's ADD of b to its count, with one digit of the count written twice (SmolLM2's executor_div did, and
+    answered 66471854667//6478030270= with 1)."""
+    composer = run("div", 137, 40)
+    state, callee = next((phase.state, phase.callee) for phase in composer.phases if phase.state.q == "q3")
+    wrong = parse(callee.text(0).replace("[HEAD2] |0|4 ", "[HEAD2] |0|4|4 ")).state
+    assert call_miscopy(state, wrong) == "copied operand b as 440 (its DIV state holds 40)"

@@ -475,6 +475,22 @@ def test_an_executor_state_with_other_operands_ends_misaligned_at_that_step(expr
     assert [verdict(r) for r in records[1:]] == ["ok", "ok"]
 
 
+@pytest.mark.parametrize("expr, composer, call, fault, detail", [
+    ("137//40=", "executor_div", "[CALL] ADD, q1", replace_text("[HEAD2] |0|4 [C]", "[HEAD2] |0|4|4 [C]"),
+     "DIV's call to ADD copied operand b as 440 (its DIV state holds 40)"),
+    ("12*3=", "executor_mul", "[CALL] ADD, q3", replace_text("[HEAD1] |2|1[HEAD2]", "[HEAD1] |2|2[HEAD2]"),
+     "MUL's call to ADD copied operand a as 22 (its MUL state holds 12)"),
+])
+def test_a_call_on_operands_its_composer_does_not_hold_ends_misaligned_at_that_step(expr, composer, call, fault,
+                                                                                    detail):
+    """A composer copies a call's operands from its own tapes: a call on other digits computes another problem
+    (an answer aligner (O) would then write back as the asked one's), so the run stops there with no answer."""
+    k = next(i for i, step in enumerate(reference_steps(expr)) if step.adapter == composer and call in step.output)
+    records = solve_batch(problems_of([expr, "1+1="]), BrokenModel(fault, at_step(expr, k)), mode="traced")
+    assert records[0].outcome == "misaligned" and records[0].answer is None and detail in records[0].detail
+    assert records[0].n_steps == k + 1 and verdict(records[1]) == "ok"
+
+
 def test_a_wrong_step_that_keeps_the_operands_still_answers():
     """Only the operand tapes are checked: a halt state with a wrong digit in [OUTPUT] is read back as a (wrong)
     answer, as before."""

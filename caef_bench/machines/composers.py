@@ -53,6 +53,33 @@ def composer_view(composer: str, halt: Snapshot, start: Snapshot) -> Snapshot:
     return Snapshot(state, halt.command)
 
 
+# The operands a call copies from its composer's state, by the composer and the state it issues the call in
+# (mul_run, div_run, sub_run): MUL and DIV call on their own tapes; SUB's first call on a and b, its later ones
+# on an earlier callee's result, which its state does not hold.
+CALL_OPERANDS = {
+    ("MUL", "q1"): lambda state: (state.count, state.b),
+    ("MUL", "q2"): lambda state: (state.a, state.output),
+    ("MUL", "q3"): lambda state: (state.count, "1"),
+    ("DIV", "q1"): lambda state: (state.count, state.a),
+    ("DIV", "q2"): lambda state: (state.output, "1"),
+    ("DIV", "q3"): lambda state: (state.b, state.count),
+    ("SUB", "q1"): lambda state: ("9" * len(state.a), state.b),
+}
+
+
+def call_miscopy(caller: ComposerState, callee_start) -> str | None:
+    """Why a callee's start state cannot be the call its composer's state issues, going by the operands the
+    call copies from the composer's tapes (`CALL_OPERANDS`), or None. A composer only copies them; a call on
+    other digits computes another problem (DIV's ADD on b with one digit more answered 66471854667//6478030270
+    with 1). Operands are shown most significant digit first, as they are written."""
+    operands = CALL_OPERANDS.get((caller.machine, caller.q))
+    if operands is None:
+        return None
+    wrong = [f"operand {name} as {tape.digits[::-1]} (its {caller.machine} state holds {want[::-1]})"
+             for name, want, tape in zip("ab", operands(caller), callee_start.tapes) if tape.digits != want]
+    return "copied " + " and ".join(wrong) if wrong else None
+
+
 def composer_view_of_halt(composer: str, callee: Run) -> Snapshot:
     """The callee run's halt as the composer's texts show it (see `composer_view`)."""
     return composer_view(composer, callee.halt, callee.snapshot(0))

@@ -62,6 +62,7 @@ from caef_bench.machines import (
     Snapshot,
     answer_misalignment,
     answer_miscopy,
+    call_miscopy,
     classify,
     composer_view,
     parse,
@@ -395,6 +396,8 @@ class FreeRunning(Attempt):
             raise Malformed(f"[CALL] {callee_machine} but the callee lines are {callee.machine}")
         if callee.command.is_halt or callee.state.halted:
             raise Malformed(f"the callee {callee.machine} starts in a halt state")
+        if wrong := call_miscopy(output.state, callee.state):
+            raise OffProblem(f"{frame.machine}'s call to {callee.machine} {wrong}")
         frame.waiting = Snapshot(output.state, command)
         self.stack.append(Frame(callee.machine, input=render(callee), start=callee))
 

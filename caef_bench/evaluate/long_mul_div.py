@@ -189,7 +189,7 @@ def _caef_weights(tier: str, checkpoints: str | None, model_args: dict, dtype: s
     from caef_bench.models.loading import tier_with_checkpoints, weights_fingerprint
 
     try:
-        return weights_fingerprint(tier_with_checkpoints(tier, checkpoints, **({"dtype": dtype} if dtype else {})))
+        return weights_fingerprint(tier_with_checkpoints(tier, checkpoints, dtype))
     except (FileNotFoundError, ValueError):
         return None
 

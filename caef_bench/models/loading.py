@@ -146,11 +146,15 @@ def get_tier(name: str, **overrides) -> Tier:
     return TIERS[name](**overrides)
 
 
-def tier_with_checkpoints(name: str, checkpoints: str | Path | None = None, **overrides) -> Tier:
+def tier_with_checkpoints(name: str, checkpoints: str | Path | None = None, dtype: str | None = None,
+                          **overrides) -> Tier:
     """The tier `name`, its adapters replaced by `checkpoints` (an adapter folder, official layout)
     when given; for the tiny tier that folder also holds the base, in base/, unless every adapter in it
     was trained on the tier's own base (its manifest's `base_weights`: checkpoints/tiny-direct-protocol),
-    which it then runs on. Keyword overrides (as `get_tier`'s) win over both."""
+    which it then runs on. `dtype`: a torch dtype name to run in instead of the tier's own (None: its own).
+    Keyword overrides (as `get_tier`'s) win over both."""
+    if dtype:
+        overrides.setdefault("dtype", dtype)
     if checkpoints:
         overrides.setdefault("adapters", Path(checkpoints))
         if _built_here(name) and "base" not in overrides and not (Path(checkpoints) / "base").exists():

@@ -355,7 +355,7 @@ def load_step_model(tier: str = "tiny", checkpoints: str | None = None, speculat
     from caef_bench.models.loading import (adapter_folders, adapter_schemes, anonymous_adapters, available_adapters,
                                            load_base, tier_with_checkpoints)
 
-    tier_info = tier_with_checkpoints(tier, checkpoints, **({"dtype": dtype} if dtype else {}))
+    tier_info = tier_with_checkpoints(tier, checkpoints, dtype)
     if ops:  # before the base loads: an operator the tier cannot run is one line, not a model run
         check_adapters(tier_info.name, ops, available_adapters(tier_info), tier_info.adapters)
     found = adapter_folders(tier_info)  # before the base: a missing adapter folder fails fast

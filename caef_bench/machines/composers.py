@@ -53,9 +53,10 @@ def composer_view(composer: str, halt: Snapshot, start: Snapshot) -> Snapshot:
     return Snapshot(state, halt.command)
 
 
-# The operands a call copies from its composer's state, by the composer and the state it issues the call in
-# (mul_run, div_run, sub_run): MUL and DIV call on their own tapes; SUB's first call on a and b, its later ones
-# on an earlier callee's result, which its state does not hold.
+# The operands a call copies from its composer's state, by the composer and the state it issues the call in:
+# MUL and DIV call on their own tapes; SUB's first call on a and b, its later ones on an earlier callee's
+# result, which its state does not hold. The runs below build their calls from it (`call_operands`), and the
+# runtime checks a model's calls against it (`call_miscopy`).
 CALL_OPERANDS = {
     ("MUL", "q1"): lambda state: (state.count, state.b),
     ("MUL", "q2"): lambda state: (state.a, state.output),
@@ -65,6 +66,11 @@ CALL_OPERANDS = {
     ("DIV", "q3"): lambda state: (state.b, state.count),
     ("SUB", "q1"): lambda state: ("9" * len(state.a), state.b),
 }
+
+
+def call_operands(state: ComposerState) -> tuple[str, str]:
+    """The operands (tape order) of the call a composer issues in `state`."""
+    return CALL_OPERANDS[(state.machine, state.q)](state)
 
 
 def call_miscopy(caller: ComposerState, callee_start) -> str | None:
@@ -170,7 +176,7 @@ def sub_run(a: int, b: int) -> ComposerRun:
     def state(q: str, output: str = "") -> ComposerState:
         return ComposerState("SUB", q, ta, tb, None, output)
 
-    reflection = ReflectionRun("9" * len(ta), tb)
+    reflection = ReflectionRun(*call_operands(state("q1")))
     first_sum = AddRun(ta, reflection.halt_output)
     plus_one = AddRun(first_sum.halt.state.output, "1")
     mask = LeftMaskRun(plus_one.halt.state.output)
@@ -196,13 +202,13 @@ def mul_run(a: int, b: int) -> ComposerRun:
     phases = [first_phase("MUL", a, b)]
     count, out = 1, a
     while True:
-        test = CompareRun("LESS_THAN", to_tape(count), tb)
-        phases.append(Phase(state("q1", count, out), _call("LESS_THAN", "q2"), test))
+        test = CompareRun("LESS_THAN", *call_operands(asking := state("q1", count, out)))
+        phases.append(Phase(asking, _call("LESS_THAN", "q2"), test))
         if test.final != "True":
             break
-        phases.append(Phase(state("q2", count, out), _call("ADD", "q3"), AddRun(ta, to_tape(out))))
+        phases.append(Phase(asking := state("q2", count, out), _call("ADD", "q3"), AddRun(*call_operands(asking))))
         out += a
-        phases.append(Phase(state("q3", count, out), _call("ADD", "q1"), AddRun(to_tape(count), "1")))
+        phases.append(Phase(asking := state("q3", count, out), _call("ADD", "q1"), AddRun(*call_operands(asking))))
         count += 1
     phases.append(Phase(state("qH", count, out), HALT))
     return ComposerRun("MUL", a, b, phases)
@@ -218,13 +224,13 @@ def div_run(a: int, b: int) -> ComposerRun:
     phases = [first_phase("DIV", a, b)]
     count, out = b, 0
     while True:
-        test = CompareRun("GREATER_THAN", to_tape(count), ta)
-        phases.append(Phase(state("q1", count, out), _call("GREATER_THAN", "q2"), test))
+        test = CompareRun("GREATER_THAN", *call_operands(asking := state("q1", count, out)))
+        phases.append(Phase(asking, _call("GREATER_THAN", "q2"), test))
         if test.final == "True":
             break
-        phases.append(Phase(state("q2", count, out), _call("ADD", "q3"), AddRun(to_tape(out), "1")))
+        phases.append(Phase(asking := state("q2", count, out), _call("ADD", "q3"), AddRun(*call_operands(asking))))
         out += 1
-        phases.append(Phase(state("q3", count, out), _call("ADD", "q1"), AddRun(tb, to_tape(count))))
+        phases.append(Phase(asking := state("q3", count, out), _call("ADD", "q1"), AddRun(*call_operands(asking))))
         count += b
     phases.append(Phase(state("qH", count, out), HALT))
     return ComposerRun("DIV", a, b, phases)

@@ -28,7 +28,7 @@ case $lane in
   # drew (a tenth of mul_1_10's and div_1_10's problems make such a call; composer_calls alone draws them in ~1%)
   # (longest: half the draws 11-12 digits; carry_in: without it the first try wrote digits after a carry wrong)
   add_calls) args=(--lr 5e-4 --adapter-init $pending --seed 26 --executors add --aligners '' --stage2-steps 200
-                   --set max_len=12 --share structured=0.3,longest=0.3,carry_to_ten=0.1,carry_in=0.1 --out work/smollm2_add_r7) ;;
+                   --set max_len=12 --share structured=0.3,longest=0.3,carry_to_ten=0.1,carry_in=0.1 --out work/smollm2_add_r7b) ;;
   # executor_sub round 3: b's top 9s (REFLECTION's short results at q1) and the steps that read a callee's halt
   sub_r3) args=(--lr 5e-4 --adapter-init $pending --seed 21 --executors sub --aligners '' --stage2-steps 200
                 --share nines=0.4,returns=0.4,near=0.1,structured=0.1 --out work/smollm2_sub_r3) ;;

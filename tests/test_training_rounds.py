@@ -166,6 +166,26 @@ def test_composer_share_draws_transitions_of_the_calls_composers_make():
         MachineSource([("executor", "add")], max_len=20, seed=0, mix={"composer_calls": 0.0}).batch(3, 8)
 
 
+def test_count_share_draws_mul_s_less_than_calls_and_leaves_the_composer_share_as_it_was():
+    from caef_bench.machines import run
+    from caef_bench.train.sources import MachineSource
+
+    source = MachineSource([("executor", "lt")], max_len=10, seed=0, mix={"count_calls": 0.5})
+    called = [s for s in source.batch(0, 200) if "caller" in s["meta"]]
+    assert 0.35 < len(called) / 200 < 0.65 and {s["meta"]["caller"] for s in called} == {"mul"}
+    for sample in called[:20]:  # each is a transition of a LESS_THAN call inside MUL's run: its count against b
+        meta = sample["meta"]
+        calls = [c for _, c in run("mul", int(meta["a"]), int(meta["b"])).calls() if c.machine == "LESS_THAN"]
+        assert any(c.transition(meta["step"]) == (sample["prompt"], sample["completion"])
+                   for c in calls if meta["step"] < len(c))
+    # composer_calls still passes lt over (the shipped adapters' draws stay what they were)
+    assert MachineSource([("executor", "lt")], max_len=10, seed=0, mix={"composer_calls": 0.5}).batch(3, 8) == \
+        MachineSource([("executor", "lt")], max_len=10, seed=0).batch(3, 8)
+    # and count_calls passes add over
+    assert MachineSource([("executor", "add")], max_len=10, seed=0, mix={"count_calls": 0.5}).batch(3, 8) == \
+        MachineSource([("executor", "add")], max_len=10, seed=0).batch(3, 8)
+
+
 def test_adapters_on_a_given_base_use_its_scheme_unless_told_otherwise(tmp_path):
     from caef_bench.train.recipe import _base
 

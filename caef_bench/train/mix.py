@@ -29,6 +29,10 @@ WIDE = ("add", "left_mask")  # the callees of SUB whose fields reach max_len + 1
 DECIDED_AT_TOP = ("gt", "lt")  # the comparisons that read every digit pair up to the top one
 CALLERS = {"add": ("sub", "mul"), "gt": ("div",)}  # the composers whose calls an executor's draws take
 LONG_CALLERS = {"add": ("long_mul", "long_div"), "reflection": ("long_div",)}  # ... and the long route's
+# MUL's check of its count (0-15) against b: a LESS_THAN on operands of 1-2 digits, which lt's own cells
+# (a 1-10-digit pair, lengths drawn uniformly) rarely give; a share of its own, since composer_calls'
+# draws for lt would change the shipped adapters' draws
+COUNT_CALLERS = {"lt": ("mul",)}
 # Equal and one-digit-apart pairs: for sub such a pair has a difference with leading zeros (all zeros
 # when equal), which left_mask erases and SUB must return as they are.
 PAIRED = COMPARISON + ("sub",)
@@ -61,6 +65,7 @@ SHARES = {share.name: share for share in (
     Share("carry_to_ten", "draws", _executors(("add",)), "ADD's steps whose digit pair and carry of 1 make 10"),
     Share("long_calls", "draws", _executors(tuple(LONG_CALLERS)),
           "the calls LONG_MUL and LONG_DIV runs make (ADD on partial products and zero-topped remainders)"),
+    Share("count_calls", "draws", _executors(tuple(COUNT_CALLERS)), "MUL's LESS_THAN calls: its count against b"),
     # operand kinds of the protocol's draw (what is left of the draws: random operands)
     Share("structured", "draws", lambda kind, op: True,
           "structured operands: runs of one digit, round numbers, periodic patterns, a == b, ... (data.structured)"),
@@ -82,7 +87,7 @@ SHARES = {share.name: share for share in (
           "structured operands, half at any step (and SUB's draws take both its ADD calls)"),
 )}
 SAMPLERS = ("nines", "top_steps", "wide", "sub_calls", "deciding_steps", "top_runs", "carry_runs", "composer_calls",
-            "carry_in", "carry_to_ten", "long_calls")
+            "carry_in", "carry_to_ten", "long_calls", "count_calls")
 OPERANDS = ("structured", "same", "near")
 LENGTHS = ("equal", "short", "long")
 

@@ -18,7 +18,7 @@ from caef_bench.data.structured import replace_digit, structured_pair
 from caef_bench.data.testsets import render_expr
 from caef_bench.data.training import draw_operands, expression, nines_on_top
 from caef_bench.machines import OPERATIONS, run
-from caef_bench.train.mix import CALLERS, LONG_CALLERS
+from caef_bench.train.mix import CALLERS, COUNT_CALLERS, LONG_CALLERS
 
 SHORT = 10  # "short" operands: at most this many digits
 LONG = 50  # "long" operands: more than this many digits
@@ -299,9 +299,17 @@ def long_calls(source, op: str, rng: random.Random, longest: int | None, chances
     return _a_call_step(source, op, composer, rng, longest, draw, long_call=True)
 
 
+def count_calls(source, op: str, rng: random.Random, longest: int | None, chances) -> dict:
+    """A step of MUL's LESS_THAN calls, its count (0-15) against b, on random operands of mul's classes.
+    SmolLM2's executor_lt, drawn on lt's own cells, dropped a digit of b inside such a call (mul_1_10's
+    `28*13=`); two operands of 1-2 digits are about 1 in 30 of those cells' draws."""
+    composer = rng.choice(COUNT_CALLERS[op])
+    return _a_call_step(source, op, composer, rng, longest, lambda cls: draw_operands(composer, cls, rng))
+
+
 # Each sampler by its share's name (train.mix.SHARES says which executors it draws for and what of),
 # in the order an adapter's draw rolls for them: the shipped draws depend on it.
 REGISTRY: dict[str, Callable[..., dict]] = {
     "nines": nines, "top_steps": top_steps, "wide": wide, "sub_calls": sub_calls, "deciding_steps": deciding_steps,
     "top_runs": top_runs, "carry_runs": carry_runs, "composer_calls": composer_calls, "carry_in": carry_in,
-    "carry_to_ten": carry_to_ten, "long_calls": long_calls}
+    "carry_to_ten": carry_to_ten, "long_calls": long_calls, "count_calls": count_calls}

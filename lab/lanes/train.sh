@@ -36,6 +36,10 @@ case $lane in
   # problems), on operands to 12 digits as DIV compares them
   gt_runs) args=(--lr 5e-4 --adapter-init $tier --seed 22 --executors gt --aligners '' --stage2-steps 400
                  --set max_len=12 --share structured=0.4,near=0.15,top_runs=0.1,composer_calls=0.1 --out work/smollm2_gt_r5) ;;
+  # executor_lt round 3 on MUL's LESS_THAN calls (its count against b: inside mul_1_10's `28*13=` it dropped a
+  # digit of b), the rest lt's own draws as round 2 had them
+  lt_counts) args=(--lr 5e-4 --adapter-init $pending --seed 27 --executors lt --aligners '' --stage2-steps 200
+                   --share count_calls=0.3,near=0.2,structured=0.2,longest=0.2 --out work/smollm2_lt_r3) ;;
   *) echo "no lane $lane (the lanes: lab/lanes/README.md)" >&2; exit 2 ;;
 esac
 caef-bench train --preset smollm2 --base smollm2-135m --eval-per-cell 50 --stage1-steps 0 "${args[@]}" >> "work/$lane.log" 2>&1

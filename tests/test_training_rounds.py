@@ -186,6 +186,15 @@ def test_count_share_draws_mul_s_less_than_calls_and_leaves_the_composer_share_a
         MachineSource([("executor", "add")], max_len=10, seed=0).batch(3, 8)
 
 
+def test_top_runs_on_a_tier_built_for_short_operands_stay_within_its_lengths():
+    from caef_bench.train.sources import MachineSource
+
+    samples = MachineSource([("executor", "gt")], max_len=12, seed=22, mix={"top_runs": 1.0}).batch(0, 200)
+    lengths = [max(len(s["meta"]["a"]), len(s["meta"]["b"])) for s in samples]
+    assert all(s["meta"].get("top_run") for s in samples)
+    assert min(lengths) == 3 and max(lengths) == 12
+
+
 def test_adapters_on_a_given_base_use_its_scheme_unless_told_otherwise(tmp_path):
     from caef_bench.train.recipe import _base
 

@@ -179,13 +179,16 @@ def deciding_steps(source, op: str, rng: random.Random, longest: int | None, cha
 
 
 def top_runs(source, op: str, rng: random.Random, longest: int | None, chances) -> dict:
-    """A comparison on a run of one digit below a different top digit (`9777…7`, 11-100 digits), the
-    other operand equal, one digit apart inside the run, or apart in its top digit; half the draws
-    are the run's last three steps, where the heads reach the top digit. An executor wrote the
-    run's digit for the top one there; structured draws hold that pair at that step a few times in
-    a million samples."""
-    long = rng.random() < 0.5
-    length = rng.randint(LONG + 1, source.max_len) if long else rng.randint(SHORT + 1, LONG)
+    """A comparison on a run of one digit below a different top digit (`9777…7`, 11-100 digits; 3 to
+    max_len on a tier built for at most 50), the other operand equal, one digit apart inside the run,
+    or apart in its top digit; half the draws are the run's last three steps, where the heads reach
+    the top digit. An executor wrote the run's digit for the top one there; structured draws hold
+    that pair at that step a few times in a million samples."""
+    if source.max_len > LONG:  # half the runs above 50 digits
+        long = rng.random() < 0.5
+        length = rng.randint(LONG + 1, source.max_len) if long else rng.randint(SHORT + 1, LONG)
+    else:  # a tier built for short operands (SmolLM2's 1-12 digits): runs of its own lengths
+        length = rng.randint(3, source.max_len)
     while True:
         top = rng.choice("123456789")
         digits = top + rng.choice([d for d in "0123456789" if d != top]) * (length - 1)

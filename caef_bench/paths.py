@@ -53,3 +53,11 @@ __all__ = [
     "BASELINES_DIR", "BUNDLED_DIR", "DATA_ROOT", "ENV_BASELINES", "ENV_DATA", "SMOLLM2_CHECKPOINTS", "TASKS_DIR",
     "TEST_SETS_DIR", "TINY_CHECKPOINTS", "WORK_DIR", "data_root",
 ]
+
+
+def replace_text(path: Path, text: str) -> None:
+    """Write `path` whole through a scratch file beside it: a reader, or a run killed mid-write, sees the
+    previous file or the new one, never half of one."""
+    scratch = path.with_name(path.name + ".partial")
+    scratch.write_text(text)
+    os.replace(scratch, path)

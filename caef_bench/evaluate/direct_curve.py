@@ -14,13 +14,13 @@ and its problems' replies, and measures the rest.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from caef_bench.data.testsets import load_cell, table1_cells
 from caef_bench.evaluate.scoring import accuracy, score
+from caef_bench.paths import replace_text
 
 EXAMPLES_KEPT = 3  # wrong replies kept per cell
 
@@ -88,9 +88,7 @@ def _point(snapshot: dict, fingerprint: str) -> dict:
 def _write(path: Path, record: dict) -> None:
     """The results file, replaced whole (a kill mid-write leaves the previous one)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    scratch = path.with_name(path.name + ".tmp")
-    scratch.write_text(json.dumps(record, indent=1) + "\n")
-    os.replace(scratch, path)
+    replace_text(path, json.dumps(record, indent=1) + "\n")
 
 
 def evaluate_curve(curve: Path, out: Path, per_cell: int = 100, ops: list[str] | None = None,

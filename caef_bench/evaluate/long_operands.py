@@ -27,7 +27,6 @@ import argparse
 import copy
 import fcntl
 import json
-import os
 import shlex
 import sys
 import time
@@ -39,6 +38,7 @@ from caef_bench.data.testsets import (CELLS, DEFAULT_SEED, LENGTH_OPS, LONG_LENG
 from caef_bench.evaluate.scoring import accuracy, is_correct, verdict
 from caef_bench.models.limits import TIER_LIMITS, WINDOWED_OPS, OperandLimits
 from caef_bench.models.positions import checked_scheme, field_cells, split_scheme
+from caef_bench.paths import replace_text
 
 RESULTS_JSON = Path("results/long_operands.json")
 RECORDS_DIR = Path("work/long_operands")
@@ -271,9 +271,7 @@ def save_document(path: Path, document: dict, written: list[tuple[str, ...]], co
         commands = merged.setdefault("commands", [])
         if command not in commands:
             commands.append(command)
-        scratch = path.with_name(path.name + ".partial")
-        scratch.write_text(json.dumps(merged, indent=1) + "\n")
-        os.replace(scratch, path)  # a reader never sees half a document
+        replace_text(path, json.dumps(merged, indent=1) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -112,6 +112,10 @@ def test_an_aligner_O_chunk_whose_result_is_not_its_halt_states_is_no_answer():
     written[1] = written[1][:-3] + written[1][-2:]  # a 0 of the run dropped, the expression kept
     with pytest.raises(OffProblem, match="chunk 1: aligner \\(O\\) wrote the result"):
         join_answer(expr, prompts, written, "ADD")
+    written = [align_output(p) for p in prompts]
+    written[0] = "3" + written[0][1:]  # the chunk's expression miscopied, its result kept
+    with pytest.raises(OffProblem, match="chunk 0: aligner \\(O\\) wrote '3"):
+        join_answer(expr, prompts, written, "ADD")
 
 
 def test_a_sums_chunks_read_back_as_sums_whose_top_digits_add_up():

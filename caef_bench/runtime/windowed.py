@@ -222,19 +222,14 @@ def join_answer(expr: str, chunk_prompts: list[str], chunk_texts: list[str], mac
     whole halt state's verdict), so what is joined is the executors' answer as they wrote it."""
     results = []
     for index, (prompt, text) in enumerate(zip(chunk_prompts, chunk_texts)):
-        asked = _chunk_expression(prompt)
-        if wrong := answer_misalignment(asked, text) or answer_miscopy(prompt, text):
-            raise OffProblem(f"chunk {index}: {wrong}")
+        machine_answer = align_output(prompt)  # the chunk's expression and the result its halt state holds
+        if text != machine_answer:  # the two checks say which part differs
+            asked = machine_answer.rpartition("=")[0] + "="
+            raise OffProblem(f"chunk {index}: {answer_misalignment(asked, text) or answer_miscopy(prompt, text)}")
         results.append(text.rpartition("=")[2])
     if machine in ("ADD", "SUB"):
         return "".join(r[1:] for r in reversed(results))
     return results[0]
-
-
-def _chunk_expression(halt_prompt: str) -> str:
-    """The expression a chunk's halt state stands for, as aligner (O) must write it back."""
-    written = align_output(halt_prompt)
-    return written.rpartition("=")[0] + "="
 
 
 def cut(snapshot: Snapshot, window: Window) -> Snapshot:

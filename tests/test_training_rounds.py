@@ -186,6 +186,28 @@ def test_count_share_draws_mul_s_less_than_calls_and_leaves_the_composer_share_a
         MachineSource([("executor", "add")], max_len=10, seed=0).batch(3, 8)
 
 
+def test_structured_call_share_draws_the_composers_calls_on_structured_operands():
+    from itertools import groupby
+
+    from caef_bench.machines import run
+    from caef_bench.train.sources import MachineSource
+
+    samples = MachineSource([("executor", "add")], max_len=12, seed=0, mix={"structured_calls": 1.0}).batch(0, 200)
+    assert all(s["meta"].get("structured_call") for s in samples)
+    assert {s["meta"]["caller"] for s in samples} == {"sub", "mul"}
+    for sample in samples[:20]:  # a transition of an ADD call inside that composer's run
+        meta = sample["meta"]
+        calls = [c for _, c in run(meta["caller"], int(meta["a"]), int(meta["b"])).calls() if c.machine == "ADD"]
+        assert any(c.transition(meta["step"]) == (sample["prompt"], sample["completion"])
+                   for c in calls if meta["step"] < len(c))
+    # structured: a third or more of the composers' a (4+ digits) are half a run of one digit; of random draws, ~1%
+    def half_a_run(a: str) -> bool:
+        return 2 * max(len(list(run_)) for _, run_ in groupby(a)) >= len(a)
+
+    a_values = [s["meta"]["a"] for s in samples if len(s["meta"]["a"]) >= 4]
+    assert sum(map(half_a_run, a_values)) > len(a_values) / 3
+
+
 def test_top_runs_on_a_tier_built_for_short_operands_stay_within_its_lengths():
     from caef_bench.train.sources import MachineSource
 

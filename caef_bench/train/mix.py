@@ -66,6 +66,8 @@ SHARES = {share.name: share for share in (
     Share("long_calls", "draws", _executors(tuple(LONG_CALLERS)),
           "the calls LONG_MUL and LONG_DIV runs make (ADD on partial products and zero-topped remainders)"),
     Share("count_calls", "draws", _executors(tuple(COUNT_CALLERS)), "MUL's LESS_THAN calls: its count against b"),
+    Share("structured_calls", "draws", _executors(tuple(CALLERS)),
+          "the calls SUB, MUL and DIV runs make on structured operands (MUL adds d000…0 to its multiples)"),
     # operand kinds of the protocol's draw (what is left of the draws: random operands)
     Share("structured", "draws", lambda kind, op: True,
           "structured operands: runs of one digit, round numbers, periodic patterns, a == b, ... (data.structured)"),
@@ -87,7 +89,7 @@ SHARES = {share.name: share for share in (
           "structured operands, half at any step (and SUB's draws take both its ADD calls)"),
 )}
 SAMPLERS = ("nines", "top_steps", "wide", "sub_calls", "deciding_steps", "top_runs", "carry_runs", "composer_calls",
-            "carry_in", "carry_to_ten", "long_calls", "count_calls")
+            "carry_in", "carry_to_ten", "long_calls", "count_calls", "structured_calls")
 OPERANDS = ("structured", "same", "near")
 LENGTHS = ("equal", "short", "long")
 

@@ -310,9 +310,21 @@ def count_calls(source, op: str, rng: random.Random, longest: int | None, chance
     return _a_call_step(source, op, composer, rng, longest, lambda cls: draw_operands(composer, cls, rng))
 
 
+def structured_calls(source, op: str, rng: random.Random, longest: int | None, chances) -> dict:
+    """A step of the calls a composer run on structured operands makes (ADD inside SUB and MUL, GREATER_THAN
+    inside DIV): runs of one digit, round numbers, periodic patterns. MUL on a round a adds d000…0 to a
+    multiple of itself, two runs of 0s under different top digits; SmolLM2's executor_add, right on
+    every random 11-12-digit call step drawn, copied the top digit of one onto the other inside
+    `1000000000*15=`."""
+    composer = rng.choice(CALLERS[op])
+    return _a_call_step(source, op, composer, rng, longest, lambda cls: structured_pair(rng, composer, cls)[1],
+                        structured_call=True)
+
+
 # Each sampler by its share's name (train.mix.SHARES says which executors it draws for and what of),
 # in the order an adapter's draw rolls for them: the shipped draws depend on it.
 REGISTRY: dict[str, Callable[..., dict]] = {
     "nines": nines, "top_steps": top_steps, "wide": wide, "sub_calls": sub_calls, "deciding_steps": deciding_steps,
     "top_runs": top_runs, "carry_runs": carry_runs, "composer_calls": composer_calls, "carry_in": carry_in,
-    "carry_to_ten": carry_to_ten, "long_calls": long_calls, "count_calls": count_calls}
+    "carry_to_ten": carry_to_ten, "long_calls": long_calls, "count_calls": count_calls,
+    "structured_calls": structured_calls}

@@ -36,6 +36,13 @@ case $lane in
   # problems), on operands to 12 digits as DIV compares them
   gt_runs) args=(--lr 5e-4 --adapter-init $tier --seed 22 --executors gt --aligners '' --stage2-steps 400
                  --set max_len=12 --share structured=0.4,near=0.15,top_runs=0.1,composer_calls=0.1 --out work/smollm2_gt_r5) ;;
+  # executor_add round 8 on the calls composers make on structured operands: round 7 (from work/, not committed)
+  # was right on 500 of 500 random steps of MUL's and DIV's 11-12-digit calls, yet copied 1 over 6 on top of
+  # b's run of 0s inside 1000000000*15= (adding 6000000000 to 1000000000)
+  add_structured) args=(--lr 5e-4 --adapter-init work/smollm2_add_r7b --seed 28 --executors add --aligners ''
+                        --stage2-steps 200 --set max_len=12
+                        --share structured_calls=0.3,structured=0.2,longest=0.2,carry_in=0.1,carry_to_ten=0.05
+                        --out work/smollm2_add_r8) ;;
   # executor_lt round 3 on MUL's LESS_THAN calls (its count against b: inside mul_1_10's `28*13=` it dropped a
   # digit of b), the rest lt's own draws as round 2 had them
   lt_counts) args=(--lr 5e-4 --adapter-init $pending --seed 27 --executors lt --aligners '' --stage2-steps 200

@@ -194,7 +194,7 @@ def test_structured_call_share_draws_the_composers_calls_on_structured_operands(
 
     samples = MachineSource([("executor", "add")], max_len=12, seed=0, mix={"structured_calls": 1.0}).batch(0, 200)
     assert all(s["meta"].get("structured_call") for s in samples)
-    assert {s["meta"]["caller"] for s in samples} == {"sub", "mul"}
+    assert {s["meta"]["caller"] for s in samples} == {"sub", "mul", "div"}
     for sample in samples[:20]:  # a transition of an ADD call inside that composer's run
         meta = sample["meta"]
         calls = [c for _, c in run(meta["caller"], int(meta["a"]), int(meta["b"])).calls() if c.machine == "ADD"]

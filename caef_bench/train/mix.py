@@ -33,6 +33,8 @@ LONG_CALLERS = {"add": ("long_mul", "long_div"), "reflection": ("long_div",)}  #
 # (a 1-10-digit pair, lengths drawn uniformly) rarely give; a share of its own, since composer_calls'
 # draws for lt would change the shipped adapters' draws
 COUNT_CALLERS = {"lt": ("mul",)}
+# every composer call of ADD and GREATER_THAN, for the draws on structured operands (a share of its own too)
+STRUCTURED_CALLERS = {"add": ("sub", "mul", "div"), "gt": ("div",)}
 # Equal and one-digit-apart pairs: for sub such a pair has a difference with leading zeros (all zeros
 # when equal), which left_mask erases and SUB must return as they are.
 PAIRED = COMPARISON + ("sub",)
@@ -66,7 +68,7 @@ SHARES = {share.name: share for share in (
     Share("long_calls", "draws", _executors(tuple(LONG_CALLERS)),
           "the calls LONG_MUL and LONG_DIV runs make (ADD on partial products and zero-topped remainders)"),
     Share("count_calls", "draws", _executors(tuple(COUNT_CALLERS)), "MUL's LESS_THAN calls: its count against b"),
-    Share("structured_calls", "draws", _executors(tuple(CALLERS)),
+    Share("structured_calls", "draws", _executors(tuple(STRUCTURED_CALLERS)),
           "the calls SUB, MUL and DIV runs make on structured operands (MUL adds d000…0 to its multiples)"),
     # operand kinds of the protocol's draw (what is left of the draws: random operands)
     Share("structured", "draws", lambda kind, op: True,

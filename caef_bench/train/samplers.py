@@ -18,7 +18,7 @@ from caef_bench.data.structured import replace_digit, structured_pair
 from caef_bench.data.testsets import render_expr
 from caef_bench.data.training import draw_operands, expression, nines_on_top
 from caef_bench.machines import OPERATIONS, run
-from caef_bench.train.mix import CALLERS, COUNT_CALLERS, LONG_CALLERS
+from caef_bench.train.mix import CALLERS, COUNT_CALLERS, LONG_CALLERS, STRUCTURED_CALLERS
 
 SHORT = 10  # "short" operands: at most this many digits
 LONG = 50  # "long" operands: more than this many digits
@@ -311,12 +311,12 @@ def count_calls(source, op: str, rng: random.Random, longest: int | None, chance
 
 
 def structured_calls(source, op: str, rng: random.Random, longest: int | None, chances) -> dict:
-    """A step of the calls a composer run on structured operands makes (ADD inside SUB and MUL, GREATER_THAN
-    inside DIV): runs of one digit, round numbers, periodic patterns. MUL on a round a adds d000…0 to a
-    multiple of itself, two runs of 0s under different top digits; SmolLM2's executor_add, right on
-    every random 11-12-digit call step drawn, copied the top digit of one onto the other inside
-    `1000000000*15=`."""
-    composer = rng.choice(CALLERS[op])
+    """A step of the calls a composer run on structured operands makes (ADD inside SUB, MUL and DIV,
+    GREATER_THAN inside DIV): runs of one digit, round numbers, periodic patterns. MUL on a round a adds
+    d000…0 to a multiple of itself, two runs of 0s under different top digits; SmolLM2's executor_add,
+    right on every random 11-12-digit call step drawn, copied the top digit of one onto the other inside
+    `1000000000*15=`, and its executor_gt rewrote a run of 9s inside `9999999999//999999999=`."""
+    composer = rng.choice(STRUCTURED_CALLERS[op])
     return _a_call_step(source, op, composer, rng, longest, lambda cls: structured_pair(rng, composer, cls)[1],
                         structured_call=True)
 

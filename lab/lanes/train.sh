@@ -43,6 +43,17 @@ case $lane in
                         --stage2-steps 200 --set max_len=12
                         --share structured_calls=0.3,structured=0.2,longest=0.2,carry_in=0.1,carry_to_ten=0.05
                         --out work/smollm2_add_r8) ;;
+  # executor_gt round 6 on DIV's calls on structured operands: round 5 rewrote b's run of 9s inside
+  # 9999999999//999999999= at its third step
+  gt_structured) args=(--lr 5e-4 --adapter-init $pending --seed 29 --executors gt --aligners '' --stage2-steps 200
+                       --set max_len=12 --share structured_calls=0.3,structured=0.2,near=0.1,composer_calls=0.1
+                       --out work/smollm2_gt_r6) ;;
+  # the DIV and MUL composers' second rounds, half their draws on structured operands: executor_div copied
+  # DIV's b of 1000000000 as 100000000 into its call to GREATER_THAN (1000000000//100000000=)
+  div_structured) args=(--lr 5e-4 --adapter-init $pending --seed 30 --executors div --aligners '' --stage2-steps 150
+                        --share structured=0.5,returns=0.3 --out work/smollm2_div_r2) ;;
+  mul_structured) args=(--lr 5e-4 --adapter-init $pending --seed 31 --executors mul --aligners '' --stage2-steps 150
+                        --share structured=0.5,returns=0.3 --out work/smollm2_mul_r2) ;;
   # executor_lt round 3 on MUL's LESS_THAN calls (its count against b: inside mul_1_10's `28*13=` it dropped a
   # digit of b), the rest lt's own draws as round 2 had them
   lt_counts) args=(--lr 5e-4 --adapter-init $pending --seed 27 --executors lt --aligners '' --stage2-steps 200

@@ -70,6 +70,20 @@ def test_a_run_asked_only_the_cells_of_the_adapters_a_tier_has_is_not_skipped_fo
     assert "has no direct_gt, direct_lt, direct_sub:" in systems["lora-direct-smollm2-135m"].unavailable()
 
 
+def test_a_run_given_another_adapter_folder_checks_that_folder_for_the_cells_adapters(tmp_path, monkeypatch):
+    """`run repeated --checkpoints FOLDER`: CAEF runs on FOLDER, so lt's cells need lt's adapters there, not in
+    the tier's own folder (which has none)."""
+    _tier_without_adapters(tmp_path, monkeypatch)
+    other = tmp_path / "pending"
+    for folder in ("executors", "aligners"):
+        (other / folder / "lt").mkdir(parents=True)
+        (other / folder / "lt" / loading.ADAPTER_CONFIG).write_text("{}")
+    system = load_systems()["caef-smollm2-135m"]
+    assert "has no aligner_lt, executor_lt in" in system.unavailable(["lt_10"])
+    assert system.unavailable(["lt_10"], checkpoints=str(other)) is None
+    assert "has no aligner_gt, executor_gt in" in system.unavailable(["gt_10"], checkpoints=str(other))
+
+
 def test_a_run_asks_each_system_its_own_cells_and_records_why_not_the_rest(tmp_path, monkeypatch):
     systems = load_systems()
     asked = {}

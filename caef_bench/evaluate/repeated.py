@@ -242,7 +242,8 @@ def run_repeated(request: RepeatedRequest, say=print) -> dict:
                 "description": system.description, "limit": limit, "n_cells": len(own_cells)}
         if cell_limits:
             base["cell_limits"] = cell_limits
-        reason = system.unavailable(own_cells)
+        # CAEF runs on the run's adapter folder where it names one (the LoRA-direct systems keep their own)
+        reason = system.unavailable(own_cells, request.checkpoints if system.model == "caef" else None)
         if reason:
             say(f"{system.name}: skipped, {reason}")
             results["systems"][system.name] = {**base, "skipped": reason}

@@ -60,9 +60,10 @@ class System:
         caef_repeated_chat): repeated_add_10_p1 -> caef_repeated_add_10_p1_chat."""
         return f"caef_{cell}{TASK_GROUPS[self.tasks]}"
 
-    def unavailable(self, cells: list[str] | None = None) -> str | None:
+    def unavailable(self, cells: list[str] | None = None, checkpoints: str | None = None) -> str | None:
         """Why this system cannot run on this machine, in one line; None when it can. `cells`: the test cells a
-        run asks it (default: its own of Table 1's), whose operators' adapters it must have."""
+        run asks it (default: its own of Table 1's), whose operators' adapters it must have; `checkpoints`: the
+        adapter folder a run gives it instead of its own (`--checkpoints`)."""
         missing = [name for name in self.requires.get("env", ()) if not os.environ.get(name)]
         if missing:
             return f"needs {', '.join(missing)} set"
@@ -77,20 +78,20 @@ class System:
             if find_gguf() is None:
                 return f"needs SmolLM2-135M-Instruct: {INSTALL_HINT}"
         if self.requires.get("adapters"):
-            return self.missing_adapters(cells)
+            return self.missing_adapters(cells, checkpoints)
         return None
 
-    def missing_adapters(self, cells: list[str] | None = None) -> str | None:
-        """For a system of one of this project's tiers (model_args `tier`, `checkpoints`): which adapters
-        `cells` (default: its own of Table 1's) need that the tier lacks, and the command that trains them;
-        None when it has them all. A run asked fewer cells needs fewer adapters (a tier trained on add alone
-        runs add_5)."""
+    def missing_adapters(self, cells: list[str] | None = None, checkpoints: str | None = None) -> str | None:
+        """For a system of one of this project's tiers (model_args `tier`, `checkpoints`, or the run's
+        `checkpoints` instead): which adapters `cells` (default: its own of Table 1's) need that the tier
+        lacks, and the command that trains them; None when it has them all. A run asked fewer cells needs
+        fewer adapters (a tier trained on add alone runs add_5)."""
         from caef_bench.data.testsets import CELLS, table1_cells
         from caef_bench.models.limits import MissingAdaptersError, check_adapters, train_command
         from caef_bench.models.loading import adapter_dir, available_adapters, tier_with_checkpoints
 
         args = self.resolved_model_args()
-        tier = tier_with_checkpoints(args["tier"], args.get("checkpoints"))
+        tier = tier_with_checkpoints(args["tier"], checkpoints or args.get("checkpoints"))
         ops = sorted({CELLS[cell].op for cell in (self.own_cells(table1_cells()) if cells is None else cells)})
         if self.model == "caef-direct":  # the LoRA-direct adapters, direct/<op>/
             missing = [f"direct_{op}" for op in ops

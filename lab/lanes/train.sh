@@ -55,9 +55,17 @@ case $lane in
   mul_structured) args=(--lr 5e-4 --adapter-init $pending --seed 31 --executors mul --aligners '' --stage2-steps 150
                         --share structured=0.5,returns=0.3 --out work/smollm2_mul_r2) ;;
   # executor_lt round 3 on MUL's LESS_THAN calls (its count against b: inside mul_1_10's `28*13=` it dropped a
-  # digit of b), the rest lt's own draws as round 2 had them
+  # digit of b)
+  # (and on runs of one digit: it wrote a 9 more into 6999999999<6999989999= at its third step)
   lt_counts) args=(--lr 5e-4 --adapter-init $pending --seed 27 --executors lt --aligners '' --stage2-steps 200
-                   --share count_calls=0.3,near=0.2,structured=0.2,longest=0.2 --out work/smollm2_lt_r3) ;;
+                   --share count_calls=0.25,structured=0.35,top_runs=0.1,near=0.1 --out work/smollm2_lt_r3) ;;
+  # executor_eq round 2 on runs of one digit: it wrote a digit more into a run in all three of the first
+  # problems of repeated_eq_10_p1 (7777777777==7777777777=)
+  eq_runs) args=(--lr 5e-4 --adapter-init $pending --seed 32 --executors eq --aligners '' --stage2-steps 200
+                 --share structured=0.5,top_runs=0.15,near=0.1,same=0.1 --out work/smollm2_eq_r2) ;;
+  # aligner_lt round 2 on runs of one digit (1111111111<1111111911= copied b's 9 a cell off)
+  aligner_lt_runs) args=(--lr 5e-4 --adapter-init $pending --seed 33 --executors '' --aligners lt --stage2-steps 200
+                         --share structured=0.6,longest=0.2 --out work/smollm2_aligner_lt_r2) ;;
   *) echo "no lane $lane (the lanes: lab/lanes/README.md)" >&2; exit 2 ;;
 esac
 caef-bench train --preset smollm2 --base smollm2-135m --eval-per-cell 50 --stage1-steps 0 "${args[@]}" >> "work/$lane.log" 2>&1

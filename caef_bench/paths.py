@@ -51,7 +51,7 @@ WORK_DIR = Path("work")  # lm-eval outputs, request caches, per-problem records:
 
 __all__ = [
     "BASELINES_DIR", "BUNDLED_DIR", "DATA_ROOT", "ENV_BASELINES", "ENV_DATA", "SMOLLM2_CHECKPOINTS", "TASKS_DIR",
-    "TEST_SETS_DIR", "TINY_CHECKPOINTS", "WORK_DIR", "data_root",
+    "TEST_SETS_DIR", "TINY_CHECKPOINTS", "WORK_DIR", "data_root", "replace_text",
 ]
 
 

@@ -66,6 +66,13 @@ case $lane in
   # aligner_lt round 2 on runs of one digit (1111111111<1111111911= copied b's 9 a cell off)
   aligner_lt_runs) args=(--lr 5e-4 --adapter-init $pending --seed 33 --executors '' --aligners lt --stage2-steps 200
                          --share structured=0.6,longest=0.2 --out work/smollm2_aligner_lt_r2) ;;
+  # executor_left_mask round 3 on structured operands: it dropped a digit of SUB's difference in
+  # 7000000000-5999999999= and 5404040929-4090909017= (a sample of the repeated-digit cells)
+  left_mask_runs) args=(--lr 5e-4 --adapter-init $pending --seed 34 --executors left_mask --aligners '' --stage2-steps 200
+                        --share structured=0.5 --out work/smollm2_left_mask_r3) ;;
+  # aligner_sub round 2 (round 1: 2,000 samples; aligner (O) swapped two digits of 636683081 in a random control)
+  aligner_sub_r2) args=(--lr 5e-4 --adapter-init $pending --seed 35 --executors '' --aligners sub --stage2-steps 200
+                        --share structured=0.4,longest=0.3 --out work/smollm2_aligner_sub_r2) ;;
   *) echo "no lane $lane (the lanes: lab/lanes/README.md)" >&2; exit 2 ;;
 esac
 caef-bench train --preset smollm2 --base smollm2-135m --eval-per-cell 50 --stage1-steps 0 "${args[@]}" >> "work/$lane.log" 2>&1

@@ -60,6 +60,9 @@ case $lane in
   add_r9) args=(--lr 5e-4 --adapter-init work/smollm2_add_r8 --seed 36 --executors add --aligners '' --stage2-steps 200
                 --set max_len=12 --share structured_calls=0.3,nines=0.1,carry_in=0.1,structured=0.35
                 --out work/smollm2_add_r9) ;;
+  # aligner_gt on runs of one digit (1000000000>999999999= copied b as 9999999999)
+  aligner_gt_runs) args=(--lr 5e-4 --adapter-init $tier --seed 37 --executors '' --aligners gt --stage2-steps 250
+                         --share structured=0.6,longest=0.2 --out work/smollm2_aligner_gt_r4) ;;
   # executor_lt round 3 on MUL's LESS_THAN calls (its count against b: inside mul_1_10's `28*13=` it dropped a
   # digit of b)
   # (and on runs of one digit: it wrote a 9 more into 6999999999<6999989999= at its third step)

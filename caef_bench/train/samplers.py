@@ -232,7 +232,12 @@ def composer_calls(source, op: str, rng: random.Random, longest: int | None, cha
     """A step of the calls a composer run on random operands makes (ADD inside SUB and MUL, GREATER_THAN
     inside DIV). Their operands are rare in random draws: MUL's first call adds a to itself, SUB's
     last adds 1 to a long sum, DIV compares a remainder with the divisor."""
-    composer = rng.choice(CALLERS[op])
+    return _a_random_call_step(source, op, CALLERS[op], rng, longest)
+
+
+def _a_random_call_step(source, op: str, composers: tuple[str, ...], rng: random.Random, longest: int | None) -> dict:
+    """Any step of one of op's calls in a run of one of `composers` on random operands of its classes."""
+    composer = rng.choice(composers)
     return _a_call_step(source, op, composer, rng, longest, lambda cls: draw_operands(composer, cls, rng))
 
 
@@ -306,8 +311,7 @@ def count_calls(source, op: str, rng: random.Random, longest: int | None, chance
     """A step of MUL's LESS_THAN calls, its count (0-15) against b, on random operands of mul's classes.
     SmolLM2's executor_lt, drawn on lt's own cells, dropped a digit of b inside such a call (mul_1_10's
     `28*13=`); two operands of 1-2 digits are about 1 in 30 of those cells' draws."""
-    composer = rng.choice(COUNT_CALLERS[op])
-    return _a_call_step(source, op, composer, rng, longest, lambda cls: draw_operands(composer, cls, rng))
+    return _a_random_call_step(source, op, COUNT_CALLERS[op], rng, longest)
 
 
 def structured_calls(source, op: str, rng: random.Random, longest: int | None, chances) -> dict:

@@ -54,10 +54,10 @@ case $lane in
                         --share structured=0.5,returns=0.3 --out work/smollm2_div_r2) ;;
   mul_structured) args=(--lr 5e-4 --adapter-init $pending --seed 31 --executors mul --aligners '' --stage2-steps 150
                         --share structured=0.5,returns=0.3 --out work/smollm2_mul_r2) ;;
-  # executor_add round 9: round 8 (work/, not committed) answered 1000000000*15= but wrote a 9 more into a
+  # executor_add round 9: round 8 (the pending folder's) answered 1000000000*15= but wrote a 9 more into a
   # 10-digit run of 9s (9999999999*12=, and 3 of sub9_10's 50 steps): its draws leant to 12-digit operands
   # (longest 0.2); these draw every length to 12 alike, runs of 9s among them
-  add_r9) args=(--lr 5e-4 --adapter-init work/smollm2_add_r8 --seed 36 --executors add --aligners '' --stage2-steps 200
+  add_r9) args=(--lr 5e-4 --adapter-init $pending --seed 36 --executors add --aligners '' --stage2-steps 200
                 --set max_len=12 --share structured_calls=0.3,nines=0.1,carry_in=0.1,structured=0.35
                 --out work/smollm2_add_r9) ;;
   # aligner_gt on runs of one digit (1000000000>999999999= copied b as 9999999999)

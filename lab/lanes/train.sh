@@ -60,9 +60,10 @@ case $lane in
   add_r9) args=(--lr 5e-4 --adapter-init $pending --seed 36 --executors add --aligners '' --stage2-steps 200
                 --set max_len=12 --share structured_calls=0.3,nines=0.1,carry_in=0.1,structured=0.35
                 --out work/smollm2_add_r9) ;;
+  # (the comparisons' aligners draw same=0.2 and near=0.3 unless set: with structured they may not pass 1)
   # aligner_gt on runs of one digit (1000000000>999999999= copied b as 9999999999)
   aligner_gt_runs) args=(--lr 5e-4 --adapter-init $tier --seed 37 --executors '' --aligners gt --stage2-steps 250
-                         --share structured=0.6,longest=0.2 --out work/smollm2_aligner_gt_r4) ;;
+                         --share structured=0.5,same=0.15,near=0.2,longest=0.2 --out work/smollm2_aligner_gt_r4) ;;
   # executor_lt round 3 on MUL's LESS_THAN calls (its count against b: inside mul_1_10's `28*13=` it dropped a
   # digit of b)
   # (and on runs of one digit: it wrote a 9 more into 6999999999<6999989999= at its third step)
@@ -74,7 +75,7 @@ case $lane in
                  --share structured=0.5,top_runs=0.15,near=0.1,same=0.1 --out work/smollm2_eq_r2) ;;
   # aligner_lt round 2 on runs of one digit (1111111111<1111111911= copied b's 9 a cell off)
   aligner_lt_runs) args=(--lr 5e-4 --adapter-init $pending --seed 33 --executors '' --aligners lt --stage2-steps 200
-                         --share structured=0.6,longest=0.2 --out work/smollm2_aligner_lt_r2) ;;
+                         --share structured=0.5,same=0.15,near=0.2,longest=0.2 --out work/smollm2_aligner_lt_r2) ;;
   # executor_left_mask round 3 on structured operands: it dropped a digit of SUB's difference in
   # 7000000000-5999999999= and 5404040929-4090909017= (a sample of the repeated-digit cells)
   left_mask_runs) args=(--lr 5e-4 --adapter-init $pending --seed 34 --executors left_mask --aligners '' --stage2-steps 200

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One training lane of the research log (lab/research/smollm2-log.md) on SmolLM2, one thread, resumable: a
 # finished adapter is skipped, an unfinished one resumes from its 10-minute checkpoint under OUT/.runs/.
-# From the repository root:  setsid nohup nice -n 5 lab/lanes/train.sh LANE &   (work/LANE.log, work/LANE.done)
+# From the repository root:  setsid nohup nice -n 5 lab/lanes/train.sh LANE &   (work/LANE.log; work/LANE.done, or work/LANE.failed with its exit status)
 set -uo pipefail
 cd "$(dirname "$0")/../.." && source .venv/bin/activate && mkdir -p work
 export OMP_NUM_THREADS=1
@@ -86,4 +86,5 @@ case $lane in
   *) echo "no lane $lane (the lanes: lab/lanes/README.md)" >&2; exit 2 ;;
 esac
 caef-bench train --preset smollm2 --base smollm2-135m --eval-per-cell 50 --stage1-steps 0 "${args[@]}" >> "work/$lane.log" 2>&1
-echo $? > "work/$lane.done"
+# a lane that failed is not done: its exit status goes to work/LANE.failed, and the next start tries it again
+rc=$?; if [ $rc = 0 ]; then echo 0 > "work/$lane.done"; else echo $rc > "work/$lane.failed"; fi

@@ -209,7 +209,16 @@ def test_the_windowed_limit_is_held_to_the_whole_states_standard():
     assert "Short of it: add at 1,000 (20/20); gt at 500 (98/100)" in said
     said = windowed_standard(document, ("add", "gt", "sub"))
     assert "No windowed length meets it yet for all of add, gt, sub" in said
-    assert "not measured: sub at 200, sub at 500, sub at 1,000" in said
+    assert "Not measured yet: sub at 200, sub at 500, sub at 1,000." in said
+
+
+def test_runs_that_grew_a_point_twenty_problems_at_a_time_are_named_by_the_one_that_made_it_whole():
+    from caef_bench.report.long_operands import distinct_commands
+
+    grow = "python -m caef_bench.evaluate.long_operands --windowed --ops add --lengths 1000 --n {} --out r.json"
+    other = "python -m caef_bench.evaluate.long_operands --windowed --ops sub --lengths 500 --n 20 --out r.json"
+    commands = [grow.format(20), other, grow.format(40), grow.format(100), grow.format(60)]
+    assert distinct_commands(commands) == [grow.format(100), other]
 
 
 def test_passes_a_call_counts_the_calls_of_the_problems_solved_not_of_those_read_back():

@@ -44,8 +44,6 @@ NO_RECORDS = {
     "long_operands.json: one_step": _ONESTEP,
     "long_operands.json: machines": "the exact machines against Python's integers: no model, nothing to record",
     "long_operands.json: within": "table1_caef.json's cells, read from it (recounted with it here)",
-    "long_operands.json: windowed": "its points measured before runs packed their records have none; each point "
-                                    "that names its records recounts in tests/test_long_operands_records.py",
     "lora_direct_curve.json": "its snapshots' evaluations were made before eval-curve kept each problem's reply; "
                               "the snapshots (work/h200/…, work/direct_dev/) are not kept here, and eval-curve on "
                               "them again packs the problems beside the report; its CAEF column is "

@@ -69,6 +69,10 @@ case $lane in
   # (and on runs of one digit: it wrote a 9 more into 6999999999<6999989999= at its third step)
   lt_counts) args=(--lr 5e-4 --adapter-init $pending --seed 27 --executors lt --aligners '' --stage2-steps 200
                    --share count_calls=0.25,structured=0.35,top_runs=0.1,near=0.1 --out work/smollm2_lt_r3) ;;
+  # executor_lt round 4 on runs of one digit: round 3 wrote b's run a digit longer at its step 2 in
+  # 1111111111<1111111911= and 6999999999<6999989999= (and at step 7 in 4444448627<4444548627=)
+  lt_runs) args=(--lr 5e-4 --adapter-init $pending --seed 38 --executors lt --aligners '' --stage2-steps 200
+                 --share structured=0.4,top_runs=0.2,count_calls=0.1,near=0.1,same=0.1 --out work/smollm2_lt_r4) ;;
   # executor_eq round 2 on runs of one digit: it wrote a digit more into a run in all three of the first
   # problems of repeated_eq_10_p1 (7777777777==7777777777=)
   eq_runs) args=(--lr 5e-4 --adapter-init $pending --seed 32 --executors eq --aligners '' --stage2-steps 200

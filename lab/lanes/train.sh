@@ -48,6 +48,11 @@ case $lane in
   gt_structured) args=(--lr 5e-4 --adapter-init $pending --seed 29 --executors gt --aligners '' --stage2-steps 200
                        --set max_len=12 --share structured_calls=0.3,structured=0.2,near=0.1,composer_calls=0.1
                        --out work/smollm2_gt_r6) ;;
+  # executor_gt round 7, more of DIV's calls on structured operands: round 6 garbled a cell of DIV's comparison
+  # inside 9999999999//999999999= (step 67) and 7777777777//555555555= (step 398)
+  gt_div_runs) args=(--lr 5e-4 --adapter-init $pending --seed 39 --executors gt --aligners '' --stage2-steps 200
+                     --set max_len=12 --share structured_calls=0.4,structured=0.2,near=0.1,same=0.1,composer_calls=0.1
+                     --out work/smollm2_gt_r7) ;;
   # the DIV and MUL composers' second rounds, half their draws on structured operands: executor_div copied
   # DIV's b of 1000000000 as 100000000 into its call to GREATER_THAN (1000000000//100000000=)
   div_structured) args=(--lr 5e-4 --adapter-init $pending --seed 30 --executors div --aligners '' --stage2-steps 150

@@ -92,6 +92,20 @@ case $lane in
   # aligner_sub round 2 (round 1: 2,000 samples; aligner (O) swapped two digits of 636683081 in a random control)
   aligner_sub_r2) args=(--lr 5e-4 --adapter-init $pending --seed 35 --executors '' --aligners sub --stage2-steps 200
                         --share structured=0.4,longest=0.3 --out work/smollm2_aligner_sub_r2) ;;
+  # executor_sub round 4, from round 3 (which answered sub9_10 50/50 but wrote a 0 past a short difference at
+  # SUB's last step, 7777777777-7000000000=): more structured operands (top digits that cancel) and returns
+  sub_r4) args=(--lr 5e-4 --adapter-init work/smollm2_sub_r3 --seed 40 --executors sub --aligners '' --stage2-steps 200
+                --share structured=0.4,nines=0.2,near=0.1,same=0.05,returns=0.5 --out work/smollm2_sub_r4) ;;
+  # executor_eq round 3, from round 2 (which went on past the unequal pair of 5385385385==5385385375= at its
+  # step 2): one-digit-apart pairs, half at the step comparing them
+  eq_r3) args=(--lr 5e-4 --adapter-init work/smollm2_eq_r2 --seed 41 --executors eq --aligners '' --stage2-steps 200
+               --share structured=0.4,near=0.3,same=0.1,top_runs=0.1 --out work/smollm2_eq_r3) ;;
+  # executor_div round 3 on structured operands (it copies 1000000000 a 0 short into DIV's GREATER_THAN call)
+  div_r3) args=(--lr 5e-4 --adapter-init $pending --seed 42 --executors div --aligners '' --stage2-steps 200
+                --share structured=0.7,returns=0.3 --out work/smollm2_div_r3) ;;
+  # executor_reflection round 3 on b's 9s on top (it halts while a 0 is still on top: 25/50 and 14/50 there)
+  reflection_r3) args=(--lr 5e-4 --adapter-init $pending --seed 43 --executors reflection --aligners ''
+                       --stage2-steps 200 --share nines=0.5,structured=0.3 --out work/smollm2_reflection_r3) ;;
   *) echo "no lane $lane (the lanes: lab/lanes/README.md)" >&2; exit 2 ;;
 esac
 caef-bench train --preset smollm2 --base smollm2-135m --eval-per-cell 50 --stage1-steps 0 "${args[@]}" >> "work/$lane.log" 2>&1

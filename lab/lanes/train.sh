@@ -106,6 +106,13 @@ case $lane in
   # executor_reflection round 3 on b's 9s on top (it halts while a 0 is still on top: 25/50 and 14/50 there)
   reflection_r3) args=(--lr 5e-4 --adapter-init $pending --seed 43 --executors reflection --aligners ''
                        --stage2-steps 200 --share nines=0.5,structured=0.3 --out work/smollm2_reflection_r3) ;;
+  # aligner_eq round 2 on runs of one digit and round numbers (1000000000==100000000= wrote b with a 0 more
+  # at the halt)
+  aligner_eq_runs) args=(--lr 5e-4 --adapter-init $pending --seed 44 --executors '' --aligners eq --stage2-steps 200
+                         --share structured=0.5,same=0.15,near=0.2,longest=0.2 --out work/smollm2_aligner_eq_r2) ;;
+  # aligner_mul round 2 on runs of one digit (5555555555*9= read back as 555555555*9= from its halt state)
+  aligner_mul_runs) args=(--lr 5e-4 --adapter-init $pending --seed 45 --executors '' --aligners mul --stage2-steps 200
+                          --share structured=0.5 --out work/smollm2_aligner_mul_r2) ;;
   *) echo "no lane $lane (the lanes: lab/lanes/README.md)" >&2; exit 2 ;;
 esac
 caef-bench train --preset smollm2 --base smollm2-135m --eval-per-cell 50 --stage1-steps 0 "${args[@]}" >> "work/$lane.log" 2>&1

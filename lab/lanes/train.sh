@@ -113,6 +113,10 @@ case $lane in
   # aligner_mul round 2 on runs of one digit (5555555555*9= read back as 555555555*9= from its halt state)
   aligner_mul_runs) args=(--lr 5e-4 --adapter-init $pending --seed 45 --executors '' --aligners mul --stage2-steps 200
                           --share structured=0.5 --out work/smollm2_aligner_mul_r2) ;;
+  # aligner_sub round 3, from round 2 (2-3% of aligner (O)'s structured cases wrong in both rounds: a digit of a run
+  # or of a round number more or less): more structured operands, longer
+  aligner_sub_r3) args=(--lr 5e-4 --adapter-init work/smollm2_aligner_sub_r2 --seed 46 --executors '' --aligners sub
+                        --stage2-steps 300 --share structured=0.6,longest=0.2 --out work/smollm2_aligner_sub_r3) ;;
   *) echo "no lane $lane (the lanes: lab/lanes/README.md)" >&2; exit 2 ;;
 esac
 caef-bench train --preset smollm2 --base smollm2-135m --eval-per-cell 50 --stage1-steps 0 "${args[@]}" >> "work/$lane.log" 2>&1

@@ -276,7 +276,7 @@ def test_a_carry_run_under_a_single_top_digit_keeps_that_digit_above_0():
             return 0.0
 
     source = MachineSource([("executor", "add")], 100, seed=7, mix={"carry_runs": 1.0})
-    sample = carry_runs(source, "add", Lowest(), None, chances("executor", "add", source.mix))
+    sample = carry_runs(source, "executor", "add", Lowest(), None, chances("executor", "add", source.mix))
     a = sample["meta"]["a"]
     # one digit over a run of one hundred 9s: 0 there would leave a run with nothing to stop its carry
     assert len(a) == 101 and a.endswith("9" * 100) and a[0] in "12345678"

@@ -369,3 +369,43 @@ def test_half_the_nines_draws_have_a_run_of_one_or_two_nines_as_random_pairs_mos
     zeros = [len(str(int(s["meta"]["b"]))) - len(str(int(s["meta"]["b"])).lstrip("9")) for s in source.batch(0, 200)
              if str(s["meta"]["b"]).startswith("9")]
     assert sum(n <= 2 for n in zeros) > len(zeros) / 3
+
+
+def test_run_lengths_draw_two_runs_of_lengths_at_most_one_apart_for_aligners_and_executors():
+    from itertools import groupby
+
+    from caef_bench.data.testsets import solve
+    from caef_bench.data.training import expression
+    from caef_bench.machines import run
+    from caef_bench.train.sources import MachineSource
+
+    def a_typed_run(number: str) -> bool:  # d…d, or a top digit over a run of one digit
+        return len(list(groupby(number[1:]))) <= 1
+
+    for kind, op in (("aligner", "gt"), ("aligner", "sub"), ("executor", "eq"), ("executor", "sub")):
+        samples = MachineSource([(kind, op)], max_len=10, seed=0, mix={"run_lengths": 1.0}).batch(0, 100)
+        assert all(s["meta"]["run_lengths"] and s["meta"]["kind"] == kind for s in samples)
+        pairs = [(s["meta"]["a"], s["meta"]["b"]) for s in samples]
+        assert all(a_typed_run(a) and a_typed_run(b) and abs(len(a) - len(b)) <= 1 for a, b in pairs)
+        assert sum(len(a) != len(b) for a, b in pairs) > len(pairs) / 2  # mostly one apart
+        assert max(max(len(a), len(b)) for a, b in pairs) <= 10
+        if op == "sub":
+            assert all(int(a) >= int(b) for a, b in pairs)
+        for sample in samples[:20]:
+            a, b = int(sample["meta"]["a"]), int(sample["meta"]["b"])
+            machine_run = run(op, a, b)
+            if kind == "aligner":  # the start text from the expression, or the expression and answer from the halt
+                assert (sample["prompt"], sample["completion"]) in (
+                    (expression(op, a, b), machine_run.start_text()),
+                    (machine_run.text(-1), expression(op, a, b) + solve(op, a, b)))
+            else:
+                assert machine_run.transition(sample["meta"]["step"]) == (sample["prompt"], sample["completion"])
+
+
+def test_run_lengths_pass_over_mul_and_change_no_draw_at_zero():
+    from caef_bench.train import mix
+    from caef_bench.train.sources import MachineSource
+
+    assert "run_lengths" not in mix.applying("aligner", "mul", {"run_lengths": 0.3})
+    assert MachineSource([("aligner", "gt")], max_len=10, seed=0, mix={"run_lengths": 0.0, "structured": 0.5}).batch(2, 8) \
+        == MachineSource([("aligner", "gt")], max_len=10, seed=0, mix={"structured": 0.5}).batch(2, 8)

@@ -35,6 +35,8 @@ LONG_CALLERS = {"add": ("long_mul", "long_div"), "reflection": ("long_div",)}  #
 COUNT_CALLERS = {"lt": ("mul",)}
 # every composer call of ADD and GREATER_THAN, for the draws on structured operands (a share of its own too)
 STRUCTURED_CALLERS = {"add": ("sub", "mul", "div"), "gt": ("div",)}
+# the operators whose operands are two numbers of 1-max_len digits each (the run_lengths draws)
+TWO_NUMBERS = ("add", "sub", "gt", "lt", "eq")
 # Equal and one-digit-apart pairs: for sub such a pair has a difference with leading zeros (all zeros
 # when equal), which left_mask erases and SUB must return as they are.
 PAIRED = COMPARISON + ("sub",)
@@ -70,6 +72,8 @@ SHARES = {share.name: share for share in (
     Share("count_calls", "draws", _executors(tuple(COUNT_CALLERS)), "MUL's LESS_THAN calls: its count against b"),
     Share("structured_calls", "draws", _executors(tuple(STRUCTURED_CALLERS)),
           "the calls SUB, MUL and DIV runs make on structured operands (MUL adds d000…0 to its multiples)"),
+    Share("run_lengths", "draws", lambda kind, op: kind in ("executor", "aligner") and op in TWO_NUMBERS,
+          "two runs of one digit or round numbers of lengths one apart (1000000000>999999999=), executors and aligners"),
     # operand kinds of the protocol's draw (what is left of the draws: random operands)
     Share("structured", "draws", lambda kind, op: True,
           "structured operands: runs of one digit, round numbers, periodic patterns, a == b, ... (data.structured)"),
@@ -91,7 +95,7 @@ SHARES = {share.name: share for share in (
           "structured operands, half at any step (and SUB's draws take both its ADD calls)"),
 )}
 SAMPLERS = ("nines", "top_steps", "wide", "sub_calls", "deciding_steps", "top_runs", "carry_runs", "composer_calls",
-            "carry_in", "carry_to_ten", "long_calls", "count_calls", "structured_calls")
+            "carry_in", "carry_to_ten", "long_calls", "count_calls", "structured_calls", "run_lengths")
 OPERANDS = ("structured", "same", "near")
 LENGTHS = ("equal", "short", "long")
 

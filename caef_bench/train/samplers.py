@@ -1,10 +1,11 @@
-"""The named samplers of executor training draws: each draws a kind of step that the protocol's draw
+"""The named samplers of executor (and aligner) training draws: each draws a kind of step that the protocol's draw
 (uniform over length classes, random operands) holds too rarely for a model to learn it, and that a
 measured failure of the tiny tier pointed at. An adapter's mix (train.mix) says what share of its
 draws each one makes; lab/research/samplers-history.md tells the rounds that found each.
 
-A sampler is `draw(source, op, rng, longest, chances) -> sample`: source the MachineSource (its
-max_len, excluded expressions, length classes), longest the curriculum's longest operand, chances
+A sampler is `draw(source, kind, op, rng, longest, chances) -> sample`: source the MachineSource (its
+max_len, excluded expressions, length classes), kind the adapter's (executor, or aligner where its share
+applies to aligners: train.mix.SHARES), longest the curriculum's longest operand, chances
 the adapter's mix as rolls (train.mix.Chances). Every random number is drawn in a fixed order: the
 shipped adapters' draws depend on it (tests/test_sampler_draws.py).
 """
@@ -15,7 +16,7 @@ import random
 from typing import Callable
 
 from caef_bench.data.structured import replace_digit, structured_pair
-from caef_bench.data.testsets import render_expr
+from caef_bench.data.testsets import render_expr, solve
 from caef_bench.data.training import draw_operands, expression, nines_on_top
 from caef_bench.machines import OPERATIONS, run
 from caef_bench.train.mix import CALLERS, COUNT_CALLERS, LONG_CALLERS, STRUCTURED_CALLERS
@@ -52,7 +53,7 @@ def _unexcluded(source, op: str, draw: Callable[[], tuple[int, int]]) -> tuple[i
             return a, b
 
 
-def nines(source, op: str, rng: random.Random, longest: int | None, chances) -> dict:
+def nines(source, kind: str, op: str, rng: random.Random, longest: int | None, chances) -> dict:
     """Subtractions whose b has 9s on top: REFLECTION's result then has leading zeros, dropped one q2
     step each, and SUB's first ADD gets a shorter b. About one random subtraction in 100 does this,
     and only at its q2 tail, so these draws take the steps that carry the zeros (a third of
@@ -86,7 +87,7 @@ def nines(source, op: str, rng: random.Random, longest: int | None, chances) -> 
     return source.transition(op, machine_run, step, meta)
 
 
-def top_steps(source, op: str, rng: random.Random, longest: int | None, chances) -> dict:
+def top_steps(source, kind: str, op: str, rng: random.Random, longest: int | None, chances) -> dict:
     """One of ADD's last TOP_STEPS steps on two operands of one length above WIDE_ABOVE digits (half of
     them max_len): ADD's own run (add_100) or SUB's calls (a + reflection(b), 101 digits). The tiny
     tier's add_100 and sub_100 failures were all there, a carry or digit read wrong 3-6 cells below
@@ -133,7 +134,7 @@ def _long_sub_pair(source, rng: random.Random, above: int, equal: float = 0.0) -
             return a, b
 
 
-def wide(source, op: str, rng: random.Random, longest: int | None, chances) -> dict:
+def wide(source, kind: str, op: str, rng: random.Random, longest: int | None, chances) -> dict:
     """SUB's calls of ADD or LEFT_MASK on two operands of one length above WIDE_ABOVE digits: the sum
     a + reflection(b) then has 101 digits, one more than any operand drawn, the only fields of 101
     cells a run holds. LEFT_MASK's and ADD's halting steps there were where most wrong 100-digit
@@ -147,7 +148,7 @@ def wide(source, op: str, rng: random.Random, longest: int | None, chances) -> d
     return call_transition(op, "sub", a, b, callee, step, wide=True)
 
 
-def sub_calls(source, op: str, rng: random.Random, longest: int | None, chances) -> dict:
+def sub_calls(source, kind: str, op: str, rng: random.Random, longest: int | None, chances) -> dict:
     """SUB's calls of ADD or LEFT_MASK (a quarter of add's: ADD's own run on the pair) on two operands
     of one length above LONG digits, a tenth of them equal: ADD's halting steps on sums of repeated
     digits and LEFT_MASK erasing 10^50 when a == b failed there. The draws lean on the call's first
@@ -163,7 +164,7 @@ def sub_calls(source, op: str, rng: random.Random, longest: int | None, chances)
     return call_transition(op, caller, a, b, callee, step, sub_call=True)
 
 
-def deciding_steps(source, op: str, rng: random.Random, longest: int | None, chances) -> dict:
+def deciding_steps(source, kind: str, op: str, rng: random.Random, longest: int | None, chances) -> dict:
     """One of a comparison's last DECIDING_STEPS steps on two random operands of one length above
     WIDE_ABOVE digits: the step reading the top digit pair, which decides nearly every such
     comparison, then the answer and the halt. A uniform step of a random 100-digit comparison is
@@ -178,7 +179,7 @@ def deciding_steps(source, op: str, rng: random.Random, longest: int | None, cha
     return source.transition(op, machine_run, step, meta)
 
 
-def top_runs(source, op: str, rng: random.Random, longest: int | None, chances) -> dict:
+def top_runs(source, kind: str, op: str, rng: random.Random, longest: int | None, chances) -> dict:
     """A comparison on a run of one digit below a different top digit (`9777…7`, 11-100 digits; 3 to
     max_len on a tier built for at most 50), the other operand equal, one digit apart inside the run,
     or apart in its top digit; half the draws are the run's last three steps, where the heads reach
@@ -205,7 +206,7 @@ def top_runs(source, op: str, rng: random.Random, longest: int | None, chances) 
     return source.transition(op, machine_run, step, meta)
 
 
-def carry_runs(source, op: str, rng: random.Random, longest: int | None, chances) -> dict:
+def carry_runs(source, kind: str, op: str, rng: random.Random, longest: int | None, chances) -> dict:
     """ADD on a + b where a's low digits are a run of 11-100 9s under a digit that is not 9 and b has
     at most three digits, mostly 1: SUB's adding of 1 to a + reflection(b) on round and one-digit
     operands. Adds kept `[C] 1` past the run's end; a uniform step of such a run is the one where
@@ -228,7 +229,7 @@ def carry_runs(source, op: str, rng: random.Random, longest: int | None, chances
     return source.transition("add", machine_run, step, meta)
 
 
-def composer_calls(source, op: str, rng: random.Random, longest: int | None, chances) -> dict:
+def composer_calls(source, kind: str, op: str, rng: random.Random, longest: int | None, chances) -> dict:
     """A step of the calls a composer run on random operands makes (ADD inside SUB and MUL, GREATER_THAN
     inside DIV). Their operands are rare in random draws: MUL's first call adds a to itself, SUB's
     last adds 1 to a long sum, DIV compares a remainder with the divisor."""
@@ -257,7 +258,7 @@ def _a_call_step(source, op: str, composer: str, rng: random.Random, longest: in
     return call_transition(op, composer, a, b, callee, rng.randint(0, len(callee) - 1), **meta)
 
 
-def carry_in(source, op: str, rng: random.Random, longest: int | None, chances) -> dict:
+def carry_in(source, kind: str, op: str, rng: random.Random, longest: int | None, chances) -> dict:
     """A step of ADD whose next state holds a carry of 1 and whose next command writes a digit, which
     is then a + b + 1, not a + b; on random operands of a class the mix's length shares draw.
     SmolLM2's executor_add answered add_5 and add_10 with 43 of its 46 end-to-end misses there (the
@@ -266,7 +267,7 @@ def carry_in(source, op: str, rng: random.Random, longest: int | None, chances) 
     return _add_step_where(source, op, rng, longest, chances, "carry_in", lambda command: "[OUTPUT] " in command)
 
 
-def carry_to_ten(source, op: str, rng: random.Random, longest: int | None, chances) -> dict:
+def carry_to_ten(source, kind: str, op: str, rng: random.Random, longest: int | None, chances) -> dict:
     """A step of ADD whose next state holds a carry of 1 and whose next command writes 0 and carries 1
     again: the digit pair under the heads sums to 9, and a + b + 1 = 10. After the carry_in round,
     5 of SmolLM2's 9 executor misses at add_10 were this step answered `[C] 0, [OUTPUT] 9` (a + b, the
@@ -292,7 +293,7 @@ def _add_step_where(source, op: str, rng: random.Random, longest: int | None, ch
     return source.transition(op, machine_run, rng.choice(steps), meta)
 
 
-def long_calls(source, op: str, rng: random.Random, longest: int | None, chances) -> dict:
+def long_calls(source, kind: str, op: str, rng: random.Random, longest: int | None, chances) -> dict:
     """A step of the calls schoolbook multiplication and long division make (the long route,
     docs/long-mul-div.md): ADD on LONG_MUL's product so far times ten and a partial product, ADD on LONG_DIV's
     remainder, kept with zeros on top (`|2|0`), and b's ten's complement, and REFLECTION making that
@@ -307,14 +308,14 @@ def long_calls(source, op: str, rng: random.Random, longest: int | None, chances
     return _a_call_step(source, op, composer, rng, longest, draw, long_call=True)
 
 
-def count_calls(source, op: str, rng: random.Random, longest: int | None, chances) -> dict:
+def count_calls(source, kind: str, op: str, rng: random.Random, longest: int | None, chances) -> dict:
     """A step of MUL's LESS_THAN calls, its count (0-15) against b, on random operands of mul's classes.
     SmolLM2's executor_lt, drawn on lt's own cells, dropped a digit of b inside such a call (mul_1_10's
     `28*13=`); two operands of 1-2 digits are about 1 in 30 of those cells' draws."""
     return _a_random_call_step(source, op, COUNT_CALLERS[op], rng, longest)
 
 
-def structured_calls(source, op: str, rng: random.Random, longest: int | None, chances) -> dict:
+def structured_calls(source, kind: str, op: str, rng: random.Random, longest: int | None, chances) -> dict:
     """A step of the calls a composer run on structured operands makes (ADD inside SUB, MUL and DIV,
     GREATER_THAN inside DIV): runs of one digit, round numbers, periodic patterns. MUL on a round a adds
     d000…0 to a multiple of itself, two runs of 0s under different top digits; SmolLM2's executor_add,
@@ -325,10 +326,47 @@ def structured_calls(source, op: str, rng: random.Random, longest: int | None, c
                         structured_call=True)
 
 
+def _typed_run(rng: random.Random, n: int) -> str:
+    """n digits a person types as one run: d…d, a round d0…0, or a top digit over a run (1999…9, 5000…0)."""
+    top = rng.choice("123456789")
+    kind = rng.randrange(3)
+    if n == 1 or kind == 0:
+        return top * n
+    return top + ("0" if kind == 1 else rng.choice("0123456789")) * (n - 1)
+
+
+def run_lengths(source, kind: str, op: str, rng: random.Random, longest: int | None, chances) -> dict:
+    """Two operands that are runs of one digit or round numbers, of lengths one apart (a fifth of them of one
+    length): `1000000000>999999999=`, `9999999999>999999999=`, `7777777777-7000000000=` (a difference a
+    digit shorter). SmolLM2's aligners copied such a run a digit longer or shorter, into the start state or
+    back from the halt: the run's length is all that tells its cells apart. Structured draws hold two runs
+    of lengths one apart in under 1% of their pairs. An aligner's draw is the start or the halt text, as
+    the protocol's; an executor's a step of the run, its first and last weighted as the protocol's."""
+    top = max(max(cls) for cls in source.classes(op, longest, "all"))
+
+    def draw() -> tuple[int, int]:
+        first = rng.randint(2, top)
+        second = min(top, max(1, first + rng.choice((-1, 1, -1, 1, 0))))
+        a, b = int(_typed_run(rng, first)), int(_typed_run(rng, second))
+        return (max(a, b), min(a, b)) if op == "sub" else (a, b) if rng.random() < 0.5 else (b, a)
+
+    a, b = _unexcluded(source, op, draw)
+    machine_run = run(op, a, b)
+    meta = {"kind": kind, "op": op, "a": str(a), "b": str(b), "run_lengths": True}
+    if kind == "aligner":
+        if rng.random() < 0.5:
+            return {"prompt": expression(op, a, b), "completion": machine_run.start_text(), "meta": meta}
+        return {"prompt": machine_run.text(-1), "completion": expression(op, a, b) + solve(op, a, b), "meta": meta}
+    last = len(machine_run) - 1
+    roll = rng.random()
+    step = 0 if roll < source.edge_weight / 2 else last if roll < source.edge_weight else rng.randint(0, last)
+    return source.transition(op, machine_run, step, meta)
+
+
 # Each sampler by its share's name (train.mix.SHARES says which executors it draws for and what of),
 # in the order an adapter's draw rolls for them: the shipped draws depend on it.
 REGISTRY: dict[str, Callable[..., dict]] = {
     "nines": nines, "top_steps": top_steps, "wide": wide, "sub_calls": sub_calls, "deciding_steps": deciding_steps,
     "top_runs": top_runs, "carry_runs": carry_runs, "composer_calls": composer_calls, "carry_in": carry_in,
     "carry_to_ten": carry_to_ten, "long_calls": long_calls, "count_calls": count_calls,
-    "structured_calls": structured_calls}
+    "structured_calls": structured_calls, "run_lengths": run_lengths}

@@ -133,7 +133,7 @@ class MachineSource:
         chances = self._chances[(kind, op)]
         for name, chance in chances.samplers:
             if rng.random() < chance:
-                return REGISTRY[name](self, op, rng, longest, chances)
+                return REGISTRY[name](self, kind, op, rng, longest, chances)
         return self._protocol_draw(kind, op, rng, longest, chances)
 
     def _protocol_draw(self, kind: str, op: str, rng: random.Random, longest: int | None, chances) -> dict:

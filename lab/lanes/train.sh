@@ -109,14 +109,19 @@ case $lane in
   # aligner_eq round 2 on runs of one digit and round numbers (1000000000==100000000= wrote b with a 0 more
   # at the halt)
   aligner_eq_runs) args=(--lr 5e-4 --adapter-init $pending --seed 44 --executors '' --aligners eq --stage2-steps 200
-                         --share structured=0.5,same=0.15,near=0.2,longest=0.2 --out work/smollm2_aligner_eq_r2) ;;
+                         --share run_lengths=0.25,structured=0.35,same=0.15,near=0.2,longest=0.2
+                         --out work/smollm2_aligner_eq_r2) ;;
   # aligner_mul round 2 on runs of one digit (5555555555*9= read back as 555555555*9= from its halt state)
   aligner_mul_runs) args=(--lr 5e-4 --adapter-init $pending --seed 45 --executors '' --aligners mul --stage2-steps 200
                           --share structured=0.5 --out work/smollm2_aligner_mul_r2) ;;
   # aligner_sub round 3, from round 2 (2-3% of aligner (O)'s structured cases wrong in both rounds: a digit of a run
   # or of a round number more or less): more structured operands, longer
   aligner_sub_r3) args=(--lr 5e-4 --adapter-init work/smollm2_aligner_sub_r2 --seed 46 --executors '' --aligners sub
-                        --stage2-steps 300 --share structured=0.6,longest=0.2 --out work/smollm2_aligner_sub_r3) ;;
+                        --stage2-steps 300 --share run_lengths=0.25,structured=0.45,longest=0.2
+                        --out work/smollm2_aligner_sub_r3) ;;
+  # aligner_gt round 5 on two runs of lengths one apart (round 4 copied 9999999999>999999999='s b with a 9 more)
+  aligner_gt_r5) args=(--lr 5e-4 --adapter-init $pending --seed 47 --executors '' --aligners gt --stage2-steps 250
+                       --share run_lengths=0.3,structured=0.3,same=0.1,near=0.2,longest=0.2 --out work/smollm2_aligner_gt_r5) ;;
   *) echo "no lane $lane (the lanes: lab/lanes/README.md)" >&2; exit 2 ;;
 esac
 caef-bench train --preset smollm2 --base smollm2-135m --eval-per-cell 50 --stage1-steps 0 "${args[@]}" >> "work/$lane.log" 2>&1

@@ -16,7 +16,7 @@ import random
 from typing import Callable
 
 from caef_bench.data.structured import replace_digit, structured_pair
-from caef_bench.data.testsets import render_expr, solve
+from caef_bench.data.testsets import render_expr
 from caef_bench.data.training import draw_operands, expression, nines_on_top
 from caef_bench.machines import OPERATIONS, run
 from caef_bench.train.mix import CALLERS, COUNT_CALLERS, LONG_CALLERS, STRUCTURED_CALLERS
@@ -354,13 +354,8 @@ def run_lengths(source, kind: str, op: str, rng: random.Random, longest: int | N
     machine_run = run(op, a, b)
     meta = {"kind": kind, "op": op, "a": str(a), "b": str(b), "run_lengths": True}
     if kind == "aligner":
-        if rng.random() < 0.5:
-            return {"prompt": expression(op, a, b), "completion": machine_run.start_text(), "meta": meta}
-        return {"prompt": machine_run.text(-1), "completion": expression(op, a, b) + solve(op, a, b), "meta": meta}
-    last = len(machine_run) - 1
-    roll = rng.random()
-    step = 0 if roll < source.edge_weight / 2 else last if roll < source.edge_weight else rng.randint(0, last)
-    return source.transition(op, machine_run, step, meta)
+        return source.aligner_sample(op, a, b, machine_run, rng, meta)
+    return source.transition(op, machine_run, source.edge_step(rng, len(machine_run) - 1), meta)
 
 
 # Each sampler by its share's name (train.mix.SHARES says which executors it draws for and what of),

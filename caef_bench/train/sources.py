@@ -128,6 +128,20 @@ class MachineSource:
             source = stage1_preamble(lookup(op).machine) + source
         return {"prompt": source, "completion": target, "meta": {**meta, "step": step}}
 
+    @staticmethod
+    def aligner_sample(op: str, a: int, b: int, machine_run, rng: random.Random, meta: dict) -> dict:
+        """An aligner's sample on (a, b): half the start state from the expression (aligner (I)), half the
+        expression and its answer from the halt state (aligner (O)). (long_mul's and long_div's expressions are
+        mul's and div's: `a*b=`, `a//b=`.)"""
+        if rng.random() < 0.5:
+            return {"prompt": expression(op, a, b), "completion": machine_run.start_text(), "meta": meta}
+        return {"prompt": machine_run.text(-1), "completion": expression(op, a, b) + solve(op, a, b), "meta": meta}
+
+    def edge_step(self, rng: random.Random, last: int) -> int:
+        """An executor's step of a run of last + 1 transitions: the first or the last with extra weight."""
+        roll = rng.random()
+        return 0 if roll < self.edge_weight / 2 else last if roll < self.edge_weight else rng.randint(0, last)
+
     def sample(self, rng: random.Random, longest: int | None = None) -> dict:
         kind, op = self.adapters[rng.randrange(len(self.adapters))]
         chances = self._chances[(kind, op)]
@@ -169,13 +183,10 @@ class MachineSource:
             meta["structured"] = structured_kind
         if kind == "direct":
             return {"prompt": direct_prompt(render_expr(op, a, b), op), "completion": solve(op, a, b), "meta": meta}
-        if kind == "aligner":  # (long_mul's and long_div's expressions are mul's and div's: `a*b=`, `a//b=`)
-            if rng.random() < 0.5:
-                return {"prompt": expression(op, a, b), "completion": machine_run.start_text(), "meta": meta}
-            return {"prompt": machine_run.text(-1), "completion": expression(op, a, b) + solve(op, a, b), "meta": meta}
+        if kind == "aligner":
+            return self.aligner_sample(op, a, b, machine_run, rng, meta)
         last = len(machine_run) - 1
-        roll = rng.random()
-        step = 0 if roll < self.edge_weight / 2 else last if roll < self.edge_weight else rng.randint(0, last)
+        step = self.edge_step(rng, last)
         if changed is not None and rng.random() < 0.5:
             step = changed  # the transition that first compares the changed digit
         calls = [call_step for call_step, _ in machine_run.calls()] if returns else []  # each reads its halt

@@ -58,13 +58,15 @@ def windowed_standard(document: dict, windowed_ops: tuple[str, ...]) -> str:
              for n, s in sorted(points.items(), key=lambda item: int(item[0])) if not meets_standard(s)]
     unmeasured = [f"{op} at {n:,}" for n in lengths for op in windowed_ops if str(n) not in windowed.get(op, {})]
     tier_limit = document.get("windowed_digits")
-    return (f"One standard for every limit, whole states and windows alike: at a length within it, each operator "
-            f"the tier runs there answered at least {STANDARD_ACCURACY:.0%} of at least {STANDARD_N} problems. "
-            + (f"Windowed runs of {', '.join(windowed_ops)} meet it at {', '.join(f'{n:,}' for n in held)} digits"
-               if held else f"No windowed length meets it yet for all of {', '.join(windowed_ops)}")
-            + (f" (the tier's windowed limit: {tier_limit:,} digits)" if tier_limit else "") + ". "
-            + " ".join([*([f"Short of it: {'; '.join(short)}."] if short else []),
-                        *([f"Not measured yet: {', '.join(unmeasured)}."] if unmeasured else [])]))
+    sentences = [
+        f"One standard for every limit, whole states and windows alike: at a length within it, each operator "
+        f"the tier runs there answered at least {STANDARD_ACCURACY:.0%} of at least {STANDARD_N} problems.",
+        (f"Windowed runs of {', '.join(windowed_ops)} meet it at {', '.join(f'{n:,}' for n in held)} digits"
+         if held else f"No windowed length meets it yet for all of {', '.join(windowed_ops)}")
+        + (f" (the tier's windowed limit: {tier_limit:,} digits)" if tier_limit else "") + ".",
+        *([f"Short of it: {'; '.join(short)}."] if short else []),
+        *([f"Not measured yet: {', '.join(unmeasured)}."] if unmeasured else [])]
+    return " ".join(sentences)
 
 
 def windowed_finding(document: dict) -> str:

@@ -93,6 +93,10 @@ def _caef_options(suite: argparse.ArgumentParser, name: str) -> None:
     _common_options(suite, "comma-separated test cells (default: all 22 of Table 1)")
     _solver_options(suite)
     backend_arguments(suite)
+    if name == "caef":
+        suite.add_argument("--max-in-flight", type=int, metavar="N",
+                           help="at most N problems solved at once (default: every problem of the cells): fewer "
+                                "in flight finish, and keep their records, steadily through a long run")
     suite.add_argument("--keep-unchanged", action="store_true",
                        help="keep the other cells of the results file in --out whose adapters are byte-identical "
                             "to these weights' (each says which command made it); drop the rest")
@@ -142,7 +146,8 @@ def run_caef_suite(args: argparse.Namespace) -> int:
         suite=args.suite, tier=args.tier, command=args.command_line,
         cells=tuple(check_cells(args.cells.split(",") if args.cells else None)), limit=args.limit,
         checkpoints=args.checkpoints, records=Path(args.records) if args.records else None,
-        reuse_steps=Path(args.reuse_steps) if args.reuse_steps else None, keep_unchanged=args.keep_unchanged)
+        reuse_steps=Path(args.reuse_steps) if args.reuse_steps else None, keep_unchanged=args.keep_unchanged,
+        max_in_flight=getattr(args, "max_in_flight", None))
 
     def progress(cell, result):
         say(f"{cell}: " + ", ".join(f"{k} {v['accuracy']:.1%} (N={v['n']})"

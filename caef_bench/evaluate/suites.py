@@ -254,6 +254,7 @@ class SuiteRequest:
     records: Path | None = None  # default: work/records/<tier>-<weights>/
     reuse_steps: Path | None = None  # an earlier run's records folder, for calls to unchanged adapters
     keep_unchanged: bool = False  # carry over the earlier results file's cells whose adapters did not change
+    max_in_flight: int | None = None  # caef: at most this many problems at once (None: all of them)
 
 
 @dataclass
@@ -310,7 +311,8 @@ def run_suite(model, request: SuiteRequest, out: Path, progress=None, say=print)
     reuse, source = reusing(request.reuse_steps, model, say)
     records, sources = records_folder(model, request.tier, request.records, source)
     started = time.perf_counter()
-    results = RUNNERS[request.suite](model, list(request.cells), request.limit, records, progress, reuse)
+    flight = {"max_in_flight": request.max_in_flight} if request.max_in_flight else {}
+    results = RUNNERS[request.suite](model, list(request.cells), request.limit, records, progress, reuse, **flight)
     name = RESULT_NAMES[request.suite]
     kept, dropped = {}, {}
     if request.keep_unchanged:

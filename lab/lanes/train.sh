@@ -21,6 +21,23 @@ case $lane in
     op=${lane#direct_} seed=$([ "$lane" = direct_mul ] && echo 24 || echo 25)
     args=(--lr 1e-3 --adapter-init $tier --adapter-init-op add --seed "$seed" --executors '' --aligners ''
           --direct "$op" --stage2-steps 1350 --out "work/smollm2_direct_$op") ;;
+  # LoRA-direct at its CAEF pair's samples for the join (lab/lanes/direct_steps.py counts the steps of 8 from the
+  # manifests): add, gt, mul and div go on from their own adapter; lt starts again from direct_gt and sub from
+  # direct_add, as CAEF's LESS_THAN adapters start from GREATER_THAN's and its SUB lineage from ADD's (direct_eq,
+  # direct_mul and direct_div were made that way). Run them once the CAEF rounds are taken: the budget is theirs.
+  direct_add_budget|direct_gt_budget|direct_lt_budget|direct_sub_budget|direct_mul_budget|direct_div_budget)
+    op=${lane#direct_} && op=${op%_budget}
+    case $op in
+      add|gt) init=$tier from=$op ;;
+      lt) init=$tier from=gt ;;
+      sub) init=$tier from=add ;;
+      *) init=$pending from=$op ;;
+    esac
+    declare -A seeds=([add]=50 [gt]=51 [lt]=52 [sub]=53 [mul]=54 [div]=55)
+    steps=$(python lab/lanes/direct_steps.py "$op" "$init" "$from") || exit 2
+    if [ "$steps" = 0 ]; then echo "direct_$op is at its CAEF pair's samples already" >> "work/$lane.log"; echo 0 > "work/$lane.done"; exit 0; fi
+    args=(--lr 1e-3 --adapter-init "$init" --adapter-init-op "$from" --seed "${seeds[$op]}" --executors '' --aligners ''
+          --direct "$op" --stage2-steps "$steps" --out "work/smollm2_direct_${op}_budget") ;;
   # aligner_add on runs of one digit in the result (it wrote 9999999999+1=1000000000 from a halt state of 10000000000)
   aligner_add_runs) args=(--lr 5e-4 --adapter-init $tier --seed 23 --executors '' --aligners add --stage2-steps 250
                           --share structured=0.6,longest=0.2 --out work/smollm2_aligner_add_r5) ;;

@@ -11,6 +11,8 @@ from caef_bench.machines import (
     answer_misalignment,
     answer_miscopy,
     call_miscopy,
+    composer_miscopy,
+    composer_view,
     parse,
     parse_expression,
     rewritten_operand,
@@ -128,6 +130,25 @@ def test_every_call_a_composer_makes_copies_its_operands_from_the_composers_stat
     composer = run(asked.op, asked.a, asked.b)
     calls = [(phase.state, phase.callee) for phase in composer.phases if phase.callee is not None]
     assert calls and all(call_miscopy(state, callee.snapshot(0).state) is None for state, callee in calls)
+
+
+@pytest.mark.parametrize("expr", ["4531-1504=", "1000-1=", "7-7=", "10-9=", "99999*12=", "123*1=", "0*5=", "0//1=",
+                                  "137//4=", "99999999990//9999999999=", "5//7="])
+def test_every_composer_state_keeps_its_operands_and_takes_each_result_where_the_machine_does(expr):
+    """The checks the runtime makes of a composer's steps hold on every step of the machine's own runs: a and b
+    kept, each callee's result (as the composer's texts show it) in its register or SUB's next call, the rest
+    as the calling state held it."""
+    asked = parse_expression(expr)
+    phases = run(asked.op, asked.a, asked.b).phases
+    start, calling, returned, checked = phases[0].state, None, None, 0
+    for phase in phases[1:]:
+        assert composer_miscopy(start, phase.state, calling, returned) is None
+        if phase.callee is not None:
+            assert call_miscopy(phase.state, phase.callee.snapshot(0).state, returned) is None
+            view = composer_view(phase.state.machine, phase.callee.halt, phase.callee.snapshot(0))
+            calling, returned = phase.state, view.state.output
+            checked += 1
+    assert checked
 
 
 def test_a_call_on_other_operands_than_its_composers_names_them():

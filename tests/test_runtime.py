@@ -491,6 +491,29 @@ def test_a_call_on_operands_its_composer_does_not_hold_ends_misaligned_at_that_s
     assert records[0].n_steps == k + 1 and verdict(records[1]) == "ok"
 
 
+@pytest.mark.parametrize("expr, k, fault, detail", [
+    # SmolLM2's executor_sub (a round not taken) copied LEFT_MASK's result five digits short into SUB's halt state
+    ("9762844519-9061809544=", 59, replace_text("|5|7|9|4|3|0|1|0|7\n", "|5|7|9|4|3\n"),
+     "executor_sub wrote out as 34975 (the call returned 0701034975) at step 59"),
+    ("12*3=", 10, replace_text("[OUTPUT]|4|2\nCMD", "[OUTPUT]|5|2\nCMD"),
+     "executor_mul wrote out as 25 (the call returned 24)"),
+    ("12*3=", 5, replace_text("[COUNT]|1 [OUTPUT]|2|1\nCMD [CALL] ADD", "[COUNT]|2 [OUTPUT]|2|1\nCMD [CALL] ADD"),
+     "executor_mul wrote count as 2 (it held 1)"),
+    # SmolLM2's executor_mul rewrote a cell of a in 14850800*14= and went on computing another product
+    ("12*3=", 14, replace_text("MUL, q1, [HEAD1]|2|1 ", "MUL, q1, [HEAD1]|2|2 "),
+     "executor_mul rewrote operand a as 22 (started as 12)"),
+    ("9762844519-9061809544=", 29, replace_text("[HEAD1] |4|7|9|4|3|0|1|0|7|0|1[HEAD2]", "[HEAD1] |4|7|9|4|3|0|1|0|7|1[HEAD2]"),
+     "SUB's call to ADD copied operand a as 1701034974 (its SUB state and the last result hold 10701034974)"),
+])
+def test_a_composer_step_off_its_operands_or_its_callees_result_ends_misaligned_at_that_step(expr, k, fault, detail):
+    """A composer only reads a and b, takes a callee's result into one register (or, in SUB, into its next call)
+    and keeps the others: a step that writes other numbers goes on to answer another problem, so the run stops
+    there with no answer instead of a silent wrong one."""
+    records = solve_batch(problems_of([expr, "1+1="]), BrokenModel(fault, at_step(expr, k)), mode="traced")
+    assert records[0].outcome == "misaligned" and records[0].answer is None, records[0].detail
+    assert detail in records[0].detail and records[0].n_steps == k + 1 and verdict(records[1]) == "ok"
+
+
 def test_a_wrong_step_that_keeps_the_operands_still_answers():
     """Only the operand tapes are checked: a halt state with a wrong digit in [OUTPUT] is read back as a (wrong)
     answer, as before."""

@@ -29,7 +29,7 @@ from .aligner import (
     typed_expression,
 )
 from .compare import ERROR_CLASSES, classify
-from .composers import ComposerRun, call_miscopy, composer_view, composer_view_of_halt
+from .composers import ComposerRun, call_miscopy, composer_miscopy, composer_view, composer_view_of_halt
 from .executors import Run, rewritten_operand
 from .ops import (ALIGNED_OPS, ARITHMETIC, BY_MACHINE, COMPARISON, EXECUTOR_OPS, LONG_ALIGNED_OPS, LONG_EXECUTOR_OPS,
                   LONG_OPERATIONS, OPERATIONS, ROUTES, Operation, expression_op, lookup, operand, routed)
@@ -75,7 +75,7 @@ __all__ = [
     "LONG_ALIGNED_OPS", "LONG_EXECUTOR_OPS", "LONG_OPERATIONS", "OPERATIONS", "ROUTES",
     "Action", "Command", "ComposerRun", "ComposerState", "ExecutorState", "Expression",
     "FormatError", "OffCourse", "Operation", "Run", "Snapshot", "Tape",
-    "align_input", "align_output", "answer_misalignment", "answer_miscopy", "call_miscopy", "classify", "composer_view", "composer_view_of_halt",
+    "align_input", "align_output", "answer_misalignment", "answer_miscopy", "call_miscopy", "classify", "composer_miscopy", "composer_view", "composer_view_of_halt",
     "expression_op", "lookup", "next_text",
     "operand", "operand_texts", "parse", "parse_expression", "render", "result", "rewritten_operand", "routed", "run",
     "split_step_end",

@@ -73,17 +73,69 @@ def call_operands(state: ComposerState) -> tuple[str, str]:
     return CALL_OPERANDS[(state.machine, state.q)](state)
 
 
-def call_miscopy(caller: ComposerState, callee_start) -> str | None:
+# SUB's state holds no callee's result: each of its later calls is on the previous callee's result (as `sub_run`
+# chains them), given here with the caller's state and that result.
+CHAINED_OPERANDS = {
+    ("SUB", "q2"): lambda state, result: (state.a, result),
+    ("SUB", "q3"): lambda state, result: (result, "1"),
+    ("SUB", "q4"): lambda state, result: (result,),
+}
+
+
+def call_miscopy(caller: ComposerState, callee_start, returned: str | None = None) -> str | None:
     """Why a callee's start state cannot be the call its composer's state issues, going by the operands the
-    call copies from the composer's tapes (`CALL_OPERANDS`), or None. A composer only copies them; a call on
-    other digits computes another problem (DIV's ADD on b with one digit more answered 66471854667//6478030270
+    call copies from the composer's tapes (`CALL_OPERANDS`) or, for SUB's later calls, from the result the
+    previous callee `returned` (`CHAINED_OPERANDS`), or None. A composer only copies them; a call on other
+    digits computes another problem (DIV's ADD on b with one digit more answered 66471854667//6478030270
     with 1). Operands are shown most significant digit first, as they are written."""
-    operands = CALL_OPERANDS.get((caller.machine, caller.q))
-    if operands is None:
+    key = (caller.machine, caller.q)
+    if key in CALL_OPERANDS:
+        operands, whose = CALL_OPERANDS[key](caller), f"its {caller.machine} state holds"
+    elif key in CHAINED_OPERANDS and returned is not None:
+        operands, whose = CHAINED_OPERANDS[key](caller, returned), f"its {caller.machine} state and the last result hold"
+    else:
         return None
-    wrong = [f"operand {name} as {tape.digits[::-1]} (its {caller.machine} state holds {want[::-1]})"
-             for name, want, tape in zip("ab", operands(caller), callee_start.tapes) if tape.digits != want]
+    wrong = [f"operand {name} as {tape.digits[::-1]} ({whose} {want[::-1]})"
+             for name, want, tape in zip("ab", operands, callee_start.tapes) if tape.digits != want]
     return "copied " + " and ".join(wrong) if wrong else None
+
+
+# Where a callee's result goes in its composer's next state, by the composer and the state that made the call:
+# MUL's and DIV's additions become their out (q2) or count (q3), and SUB's halt holds LEFT_MASK's result (q4);
+# every other register keeps what the calling state held (a comparison only picks the next state).
+RESULT_REGISTERS = {("MUL", "q2"): "output", ("MUL", "q3"): "count", ("DIV", "q2"): "output",
+                    ("DIV", "q3"): "count", ("SUB", "q4"): "output"}
+_REGISTER_NAMES = {"count": "count", "output": "out"}
+
+
+def _number(digits: str):
+    """A register's number (tape-order digits), so that LEFT_MASK's zeros kept on top are the difference SUB
+    writes without them; other text as it is."""
+    return int(digits[::-1]) if digits.isdigit() else digits
+
+
+def composer_miscopy(start: ComposerState, state: ComposerState, calling: ComposerState | None = None,
+                     returned: str | None = None) -> str | None:
+    """Why `state` cannot be a state of the SUB, MUL or DIV run that began at `start`, or None: its operand
+    tapes must be the start's (a composer only reads a and b) and, on the step after a callee returned
+    `returned` to the state `calling` that called it, its count and out registers must hold that result where
+    the composer takes it (`RESULT_REGISTERS`) and what `calling` held elsewhere. A composer that writes another
+    number there goes on to answer another problem (SmolLM2's executor_sub copied LEFT_MASK's 5794301070 as
+    57943 into SUB's halt state). Numbers are shown most significant digit first, as they are written."""
+    if state.machine not in ("SUB", "MUL", "DIV"):
+        return None
+    wrong = [f"rewrote operand {name} as {now[::-1]} (started as {then[::-1]})"
+             for name, then, now in (("a", start.a, state.a), ("b", start.b, state.b)) if now != then]
+    if calling is not None:
+        target = RESULT_REGISTERS.get((calling.machine, calling.q))
+        for register, name in _REGISTER_NAMES.items():
+            now, held = getattr(state, register), getattr(calling, register)
+            want = returned if register == target and returned is not None else held
+            if now is None or want is None or _number(now) == _number(want):
+                continue
+            source = f"the call returned {want[::-1]}" if register == target else f"it held {want[::-1]}"
+            wrong.append(f"wrote {name} as {now[::-1]} ({source})")
+    return " and ".join(wrong) if wrong else None
 
 
 def composer_view_of_halt(composer: str, callee: Run) -> Snapshot:

@@ -20,9 +20,11 @@ the halt back to the composer as the extra lines of the composer's next input
 stack is general, although CAEF composers only ever call executors (depth 1).
 
 Aligner (I)'s start state must hold the expression's operator and operands, every state an
-executor writes the operand tapes its start state had (an executor only reads them), and aligner
+executor writes the operand tapes its start state had (an executor only reads them), every state a
+composer writes its own a and b, each call the operands it takes from the composer's state or the last
+result, and each register a callee's result where the composer takes it (`composer_miscopy`), and aligner
 (O)'s text must be the asked expression with the result its halt state holds (the machines'
-`start_misalignment`, `rewritten_operand`, `answer_misalignment`, `answer_miscopy`): otherwise the run
+`start_misalignment`, `rewritten_operand`, `call_miscopy`, `answer_misalignment`, `answer_miscopy`): otherwise the run
 would execute, or answer, another problem, or answer with digits no executor wrote, and it ends with
 outcome "misaligned", its detail naming what was copied wrong and which call wrote it.
 
@@ -64,6 +66,7 @@ from caef_bench.machines import (
     answer_miscopy,
     call_miscopy,
     classify,
+    composer_miscopy,
     composer_view,
     parse,
     parse_expression,
@@ -218,6 +221,8 @@ class Frame:
     # its start state: a callee's (which `composer_view` reads) or aligner (I)'s; an executor keeps its operand tapes
     start: Snapshot | None = None
     waiting: Snapshot | None = None  # a composer's state and [CALL] command while its callee runs
+    # a composer's calling state and its callee's result, until the composer's next step has been checked against them
+    returned: tuple | None = None
 
     @property
     def is_composer(self) -> bool:
@@ -378,6 +383,10 @@ class FreeRunning(Attempt):
         command = step_command(output, frame.machine)
         if not frame.is_composer and (rewritten := rewritten_operand(frame.start.state, output.state)):
             raise OffProblem(rewritten)
+        calling, returned = frame.returned or (None, None)
+        frame.returned = None
+        if frame.is_composer and (wrong := composer_miscopy(frame.start.state, output.state, calling, returned)):
+            raise OffProblem(wrong)
         if command.is_halt:
             if output.callee is not None:
                 raise Malformed("a halt state with callee lines")
@@ -396,7 +405,7 @@ class FreeRunning(Attempt):
             raise Malformed(f"[CALL] {callee_machine} but the callee lines are {callee.machine}")
         if callee.command.is_halt or callee.state.halted:
             raise Malformed(f"the callee {callee.machine} starts in a halt state")
-        if wrong := call_miscopy(output.state, callee.state):
+        if wrong := call_miscopy(output.state, callee.state, returned):
             raise OffProblem(f"{frame.machine}'s call to {callee.machine} {wrong}")
         frame.waiting = Snapshot(output.state, command)
         self.stack.append(Frame(callee.machine, input=render(callee), start=callee))
@@ -411,6 +420,7 @@ class FreeRunning(Attempt):
         caller = self.stack[-1]
         view = composer_view(caller.machine, halt, finished.start)
         caller.input = render(Snapshot(caller.waiting.state, caller.waiting.command, view, trailing_newline=True))
+        caller.returned = (caller.waiting.state, view.state.output)
         caller.waiting = None
 
 

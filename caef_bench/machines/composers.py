@@ -120,8 +120,8 @@ def composer_miscopy(start: ComposerState, state: ComposerState, calling: Compos
     tapes must be the start's (a composer only reads a and b) and, on the step after a callee returned
     `returned` to the state `calling` that called it, its count and out registers must hold that result where
     the composer takes it (`RESULT_REGISTERS`) and what `calling` held elsewhere. A composer that writes another
-    number there goes on to answer another problem (SmolLM2's executor_sub copied LEFT_MASK's 5794301070 as
-    57943 into SUB's halt state). Numbers are shown most significant digit first, as they are written."""
+    number there goes on to answer another problem (SmolLM2's executor_sub wrote SUB's halt out as 34975 where
+    LEFT_MASK returned 0701034975). Numbers are shown most significant digit first, as they are written."""
     if state.machine not in ("SUB", "MUL", "DIV"):
         return None
     wrong = [f"rewrote operand {name} as {now[::-1]} (started as {then[::-1]})"

@@ -120,7 +120,8 @@ def test_run_command_writes_the_table_the_json_and_the_records(tmp_path):
     assert len((tmp_path / "records" / "caef_add_5.jsonl").read_text().splitlines()) == 2
 
 
-def test_run_command_caps_the_problems_in_flight(tmp_path, monkeypatch):
+@pytest.mark.parametrize("suite, cell", [("caef", "add_5"), ("repeated", "repeated_add_10_p1")])
+def test_run_command_caps_the_problems_in_flight(suite, cell, tmp_path, monkeypatch):
     from caef_bench.cli import main
     from caef_bench.evaluate import suites
 
@@ -131,11 +132,12 @@ def test_run_command_caps_the_problems_in_flight(tmp_path, monkeypatch):
         return solve_cells(*args, max_in_flight=max_in_flight, **kwargs)
 
     monkeypatch.setattr(suites, "solve_cells", spy)
-    assert main(["run", "--suite", "caef", "--cells", "add_5", "--limit", "3", "--checkpoints", str(TINY_CHECKPOINTS),
+    own = ["--systems", "caef-tiny", "--onestep-per-cell", "0"] if suite == "repeated" else []
+    assert main(["run", "--suite", suite, "--cells", cell, "--limit", "3", "--checkpoints", str(TINY_CHECKPOINTS),
                  "--max-in-flight", "1", "--out", str(tmp_path / "results"),
-                 "--records", str(tmp_path / "records")]) == 0
+                 "--records", str(tmp_path / "records"), *own]) == 0
     assert caps == [1]
-    assert len((tmp_path / "records" / "caef_add_5.jsonl").read_text().splitlines()) == 3
+    assert len((tmp_path / "records" / f"caef_{cell}.jsonl").read_text().splitlines()) == 3
 
 
 def test_missing_tiny_checkpoint_is_a_clear_error(tmp_path, capsys):

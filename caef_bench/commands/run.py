@@ -89,14 +89,18 @@ def _table1_options(suite: argparse.ArgumentParser, name: str) -> None:
     suite.set_defaults(handler=run_table1)
 
 
+def _in_flight_option(suite: argparse.ArgumentParser) -> None:
+    suite.add_argument("--max-in-flight", type=int, metavar="N",
+                       help="CAEF: at most N problems solved at once (default: every problem of the cells): fewer "
+                            "in flight finish, and keep their records, steadily through a long run")
+
+
 def _caef_options(suite: argparse.ArgumentParser, name: str) -> None:
     _common_options(suite, "comma-separated test cells (default: all 22 of Table 1)")
     _solver_options(suite)
     backend_arguments(suite)
     if name == "caef":
-        suite.add_argument("--max-in-flight", type=int, metavar="N",
-                           help="at most N problems solved at once (default: every problem of the cells): fewer "
-                                "in flight finish, and keep their records, steadily through a long run")
+        _in_flight_option(suite)
     suite.add_argument("--keep-unchanged", action="store_true",
                        help="keep the other cells of the results file in --out whose adapters are byte-identical "
                             "to these weights' (each says which command made it); drop the rest")
@@ -113,6 +117,7 @@ def _repeated_options(suite: argparse.ArgumentParser, name: str) -> None:
     suite.add_argument("--onestep-cells", metavar="PATTERN",
                        help="the one-step stress on these of the cells only (default: all of --cells)")
     seed_argument(suite, "one-step cases")
+    _in_flight_option(suite)
     suite.add_argument("--previous", metavar="REPEATED_JSON",
                        help="an earlier report of other weights (e.g. the committed results/repeated.json "
                             "before new weights ship): its CAEF numbers are printed beside these, named "
@@ -221,7 +226,8 @@ def run_repeated(args: argparse.Namespace) -> int:
         seed=args.seed, onestep_per_cell=args.onestep_per_cell,
         onestep_cells=tuple(select_cells(args.onestep_cells)) if args.onestep_cells else None,
         speculative=not args.no_speculative, device=device(args), dtype=args.dtype,
-        reuse_steps=Path(args.reuse_steps) if args.reuse_steps else None, out=Path(args.out))
+        reuse_steps=Path(args.reuse_steps) if args.reuse_steps else None, out=Path(args.out),
+        max_in_flight=args.max_in_flight)
     results = run_systems(request, say=say)
     if previous is not None:
         results = with_previous(results, previous, args.previous)

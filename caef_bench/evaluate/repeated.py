@@ -60,12 +60,14 @@ def control_of(cell: str) -> str:
 
 
 def run_caef_repeated(model, cells: list[str], limit, records_dir: Path, progress=None, per_cell: bool = False,
-                      reuse: Reuse | None = None) -> dict:
+                      reuse: Reuse | None = None, max_in_flight: int | None = None) -> dict:
     """CAEF traced on every cell (resumable records), each cell's failures classified; `limit` is N for
-    every cell, or a function of the cell; every cell's problems in the same rounds unless `per_cell`;
-    with `reuse`, calls to unchanged adapters answered from an earlier run's records of the same cells."""
+    every cell, or a function of the cell; every cell's problems in the same rounds (at most `max_in_flight`
+    at once) unless `per_cell`; with `reuse`, calls to unchanged adapters answered from an earlier run's
+    records of the same cells."""
     # (each cell's failures are classified there)
-    summaries = run_caef(model, cells, limit, records_dir, progress, reuse=reuse, per_cell=per_cell)
+    summaries = run_caef(model, cells, limit, records_dir, progress, reuse=reuse, per_cell=per_cell,
+                         max_in_flight=max_in_flight)
     results = {}
     for cell in cells:
         summary = summaries[cell]
@@ -220,6 +222,7 @@ class RepeatedRequest:
     dtype: str | None = None  # CAEF's tier in another torch dtype than its own
     reuse_steps: Path | None = None  # an earlier run's records folder, for calls to unchanged adapters
     out: Path | None = None  # the results document's folder: each lm-eval system's problem lines go there
+    max_in_flight: int | None = None  # CAEF: at most this many problems at once (None: all of them)
 
     def limit_of(self, system: System, cell: str | None = None) -> int | None:
         return system.problems_per_cell(self.limit, self.limits, cell)
@@ -269,7 +272,7 @@ def run_repeated(request: RepeatedRequest, say=print) -> dict:
             + "".join(f" ({n} on {pattern})" for pattern, n in cell_limits.items())
             + f", traced (records: {records}/)")
         cells_done = run_caef_repeated(step_model, own_cells, lambda cell: request.limit_of(system, cell), records,
-                                       reuse=reuse, progress=lambda cell, r: say(
+                                       reuse=reuse, max_in_flight=request.max_in_flight, progress=lambda cell, r: say(
             f"  {cell}: {r['end_to_end']['n'] - r['end_to_end']['correct']}/{r['end_to_end']['n']} wrong"))
         results["systems"][system.name] = {**base, "records": str(records), "cells": cells_done}
     if request.onestep_per_cell:

@@ -2,13 +2,19 @@
 # End to end on SmolLM2 in bfloat16 with the adapters a run would use (assemble.sh: the given round folders,
 # then pending, then the tier's), traced, each problem's record kept (a rerun resumes). From the root:
 #   setsid nohup nice -n 5 lab/lanes/check.sh NAME CELLS LIMIT [ROUND_FOLDER...] &
-# (at most CHECK_IN_FLIGHT problems at once, default 16, so records land steadily), e.g. lab/lanes/check.sh mul mul_1_10 10; results in work/check_NAME/, the log in work/check_NAME.log.
+# Table 1's cells run in the caef suite, repeated-digit cells (repeated_*) in the repeated suite (CAEF alone,
+# no one-step stress); at most CHECK_IN_FLIGHT problems at once (default 16), so records land steadily.
+# e.g. lab/lanes/check.sh mul mul_1_10 10; results in work/check_NAME/, the log in work/check_NAME.log.
 set -uo pipefail
 cd "$(dirname "$0")/../.." && source .venv/bin/activate
 export OMP_NUM_THREADS=1
 name=${1:?usage: lab/lanes/check.sh NAME CELLS LIMIT [ROUND_FOLDER...]} cells=${2:?} limit=${3:?}
 shift 3
 lab/lanes/assemble.sh "work/smollm2_check_$name" "$@" > /dev/null
-caef-bench run --suite caef --tier smollm2-135m --dtype bfloat16 --checkpoints "work/smollm2_check_$name" \
+case $cells in
+  repeated_*) suite=(repeated --systems caef-smollm2-135m --onestep-per-cell 0 --work "work/check_${name}_work") ;;
+  *) suite=(caef) ;;
+esac
+caef-bench run "${suite[@]}" --tier smollm2-135m --dtype bfloat16 --checkpoints "work/smollm2_check_$name" \
     --cells "$cells" --limit "$limit" --max-in-flight "${CHECK_IN_FLIGHT:-16}" --device cpu --out "work/check_$name" >> "work/check_$name.log" 2>&1
 echo $? > "work/check_$name.done"

@@ -3,7 +3,8 @@
 # then pending, then the tier's), traced, each problem's record kept (a rerun resumes). From the root:
 #   setsid nohup nice -n 5 lab/lanes/check.sh NAME CELLS LIMIT [ROUND_FOLDER...] &
 # Table 1's cells run in the caef suite, repeated-digit cells (repeated_*) in the repeated suite (CAEF alone,
-# no one-step stress); at most CHECK_IN_FLIGHT problems at once (default 16), so records land steadily.
+# no one-step stress); at most CHECK_IN_FLIGHT problems at once (default 16), so records land steadily; with
+# CHECK_REUSE=RECORDS_FOLDER the calls of adapters unchanged since that run are answered from its records.
 # e.g. lab/lanes/check.sh mul mul_1_10 10; results in work/check_NAME/, the log in work/check_NAME.log.
 set -uo pipefail
 cd "$(dirname "$0")/../.." && source .venv/bin/activate
@@ -16,5 +17,5 @@ case $cells in
   *) suite=(caef) ;;
 esac
 caef-bench run "${suite[@]}" --tier smollm2-135m --dtype bfloat16 --checkpoints "work/smollm2_check_$name" \
-    --cells "$cells" --limit "$limit" --max-in-flight "${CHECK_IN_FLIGHT:-16}" --device cpu --out "work/check_$name" >> "work/check_$name.log" 2>&1
+    --cells "$cells" --limit "$limit" --max-in-flight "${CHECK_IN_FLIGHT:-16}" ${CHECK_REUSE:+--reuse-steps "$CHECK_REUSE"} --device cpu --out "work/check_$name" >> "work/check_$name.log" 2>&1
 echo $? > "work/check_$name.done"

@@ -117,6 +117,29 @@ def test_carry_to_ten_draws_the_steps_where_a_carry_makes_a_digit_pair_ten():
         assert sum(digit) == 9
 
 
+def test_column_sums_draws_every_column_of_digit_pair_and_carry_alike():
+    """SmolLM2's executor_add round 9 wrote 9 + 6 with no carry as 16: random and structured operands give such a
+    column in about one step of 200; this share draws each of the 200 columns as often as any other."""
+    from collections import Counter
+
+    from caef_bench.machines import run
+
+    source = MachineSource([("executor", "add")], 10, seed=4, mix={"column_sums": 0.8})
+    samples = [s for step in range(60) for s in source.batch(step, 10)]
+    drawn = [s for s in samples if s["meta"].get("column_sums")]
+    assert 0.7 < len(drawn) / len(samples) < 0.9
+    for sample in drawn:
+        a, b = int(sample["meta"]["a"]), int(sample["meta"]["b"])
+        assert (sample["prompt"], sample["completion"]) == run("add", a, b).transition(sample["meta"]["step"])
+        state, command = sample["completion"].split("\n")
+        x, y, carry = (int(d) for d in sample["meta"]["column_sums"])
+        # the column under the heads, and the command the machine gives it: its digit and its carry
+        assert f"[HEAD1]|{x}" in state and f"[HEAD2]|{y}" in state and f"[C]{carry} " in state
+        assert command.startswith(f"CMD: [C] {(x + y + carry) // 10}, [OUTPUT] {(x + y + carry) % 10},")
+    columns = Counter(s["meta"]["column_sums"] for s in drawn)
+    assert len(columns) > 150 and max(columns.values()) < 12  # ~480 draws over 200 columns, none favoured
+
+
 def test_longest_draws_two_operands_of_the_longest_length_and_leaves_other_mixes_as_they_were():
     source = MachineSource([("aligner", "gt")], 10, seed=2, mix={"longest": 0.5, "equal": 0.5})
     samples = [s for step in range(40) for s in source.batch(step, 10)]

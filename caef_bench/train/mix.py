@@ -74,6 +74,8 @@ SHARES = {share.name: share for share in (
           "the calls SUB, MUL and DIV runs make on structured operands (MUL adds d000…0 to its multiples)"),
     Share("run_lengths", "draws", lambda kind, op: kind in ("executor", "aligner") and op in TWO_NUMBERS,
           "two runs of one digit or round numbers of lengths one apart (1000000000>999999999=), executors and aligners"),
+    Share("column_sums", "draws", _executors(("add",)),
+          "ADD's steps on each of the 200 (digit, digit, carry) columns alike"),
     # operand kinds of the protocol's draw (what is left of the draws: random operands)
     Share("structured", "draws", lambda kind, op: True,
           "structured operands: runs of one digit, round numbers, periodic patterns, a == b, ... (data.structured)"),
@@ -95,7 +97,7 @@ SHARES = {share.name: share for share in (
           "structured operands, half at any step (and SUB's draws take both its ADD calls)"),
 )}
 SAMPLERS = ("nines", "top_steps", "wide", "sub_calls", "deciding_steps", "top_runs", "carry_runs", "composer_calls",
-            "carry_in", "carry_to_ten", "long_calls", "count_calls", "structured_calls", "run_lengths")
+            "carry_in", "carry_to_ten", "long_calls", "count_calls", "structured_calls", "run_lengths", "column_sums")
 OPERANDS = ("structured", "same", "near")
 LENGTHS = ("equal", "short", "long")
 

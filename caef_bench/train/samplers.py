@@ -277,6 +277,37 @@ def carry_to_ten(source, kind: str, op: str, rng: random.Random, longest: int | 
                            lambda command: command.startswith("CMD: [C] 1, [OUTPUT] 0,"))
 
 
+def column_sums(source, kind: str, op: str, rng: random.Random, longest: int | None, chances) -> dict:
+    """A step of ADD whose next command adds a column drawn uniformly from the 200 (a's digit, b's digit,
+    carry) columns, on random operands of a class the mix's length shares draw: other draws give some columns
+    far more often than others (runs of 9s, carries). SmolLM2's executor_add round 9 answered 9 + 6 with no
+    carry as 16 in 10 of the 16 such steps of MUL's and DIV's calls, and the other 1,288 steps right."""
+    column = (str(rng.randrange(10)), str(rng.randrange(10)), str(rng.randrange(2)))
+    allowed = source.classes(op, longest, source.pool(rng, chances))
+    for _ in range(_COLUMN_TRIES):
+        a, b = _unexcluded(source, op, lambda: draw_operands(op, rng.choice(allowed), rng))
+        machine_run = run(op, a, b)
+        steps = [step for step, (_, target) in enumerate(machine_run.transitions())
+                 if _column_of(target.split("\n")[0]) == column]
+        if steps:
+            meta = {"kind": "executor", "op": op, "a": str(a), "b": str(b), "column_sums": "".join(column)}
+            return source.transition(op, machine_run, rng.choice(steps), meta)
+    return column_sums(source, kind, op, rng, longest, chances)  # a column these lengths seldom hold (a carry into 1-digit operands): another
+
+
+_COLUMN_TRIES = 200
+
+
+def _column_of(state: str) -> tuple[str, str, str] | None:
+    """(a's digit, b's digit, carry) under the heads of an ADD state line, or None where a head is past its
+    operand's top or no carry is written yet."""
+    found = [state.partition(marker)[2][:2] for marker in ("[HEAD1]", "[HEAD2]")]
+    carry = state.partition("[C]")[2][:1]
+    if not all(len(cell) == 2 and cell[0] == "|" and cell[1].isdigit() for cell in found) or not carry.isdigit():
+        return None
+    return found[0][1], found[1][1], carry
+
+
 def _add_step_where(source, op: str, rng: random.Random, longest: int | None, chances, name: str,
                     writes: Callable[[str], bool]) -> dict:
     """A step of ADD on random operands of a class the mix's length shares draw, whose next state holds
@@ -364,4 +395,4 @@ REGISTRY: dict[str, Callable[..., dict]] = {
     "nines": nines, "top_steps": top_steps, "wide": wide, "sub_calls": sub_calls, "deciding_steps": deciding_steps,
     "top_runs": top_runs, "carry_runs": carry_runs, "composer_calls": composer_calls, "carry_in": carry_in,
     "carry_to_ten": carry_to_ten, "long_calls": long_calls, "count_calls": count_calls,
-    "structured_calls": structured_calls, "run_lengths": run_lengths}
+    "structured_calls": structured_calls, "run_lengths": run_lengths, "column_sums": column_sums}

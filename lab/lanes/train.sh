@@ -82,6 +82,11 @@ case $lane in
   add_r9) args=(--lr 5e-4 --adapter-init $pending --seed 36 --executors add --aligners '' --stage2-steps 200
                 --set max_len=12 --share structured_calls=0.3,nines=0.1,carry_in=0.1,structured=0.35
                 --out work/smollm2_add_r9) ;;
+  # executor_add round 10: every (digit, digit, carry) column alike (round 9 wrote 9 + 6 with no carry as 16 in 10 of
+  # 16 such steps of MUL's and DIV's calls), with round 9's shares beside so its gains stay
+  add_r10) args=(--lr 5e-4 --adapter-init $pending --seed 56 --executors add --aligners '' --stage2-steps 300
+                 --set max_len=12 --share column_sums=0.5,structured_calls=0.2,structured=0.2,carry_in=0.05
+                 --out work/smollm2_add_r10) ;;
   # (the comparisons' aligners draw same=0.2 and near=0.3 unless set: with structured they may not pass 1)
   # aligner_gt on runs of one digit (1000000000>999999999= copied b as 9999999999)
   aligner_gt_runs) args=(--lr 5e-4 --adapter-init $tier --seed 37 --executors '' --aligners gt --stage2-steps 250

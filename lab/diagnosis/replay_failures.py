@@ -4,7 +4,7 @@ whole problem solved again, traced. A candidate that mends a step may break anot
 candidates; it is no evaluation (that is the whole cell, `caef-bench run`).
 
     python lab/diagnosis/replay_failures.py work/records/tiny-<weights> --checkpoints A,B
-        [--cells 'repeated_sub_*'] [--end-to-end DIR]
+        [--cells 'repeated_sub_*'] [--end-to-end DIR] [--tier smollm2-135m --dtype bfloat16]
 
 Records of an accelerator call (records.tgz, step texts dropped) are enough: each failed record keeps its
 expression and its first divergence.
@@ -46,7 +46,9 @@ def broken_steps(records: list[ProblemRecord]) -> dict[str, list[tuple[str, str,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("records", type=Path)
-    parser.add_argument("--checkpoints", required=True, help="comma-separated adapter folders (tiny tier)")
+    parser.add_argument("--checkpoints", required=True, help="comma-separated adapter folders of --tier")
+    parser.add_argument("--tier", default="tiny")
+    parser.add_argument("--dtype", help="a torch dtype to run in instead of the tier's own (SmolLM2's runs: bfloat16)")
     parser.add_argument("--cells", default="*", help="comma-separated cell patterns")
     parser.add_argument("--end-to-end", type=Path, help="also solve the failed problems again, records here")
     parser.add_argument("--device", default="cpu")
@@ -55,7 +57,7 @@ def main() -> None:
     steps = broken_steps(failed)
     print(f"{len(failed)} failed runs in {args.records}")
     for checkpoints in args.checkpoints.split(","):
-        model = load_step_model("tiny", checkpoints, device=args.device)
+        model = load_step_model(args.tier, checkpoints, device=args.device, dtype=args.dtype)
         for adapter, rows in sorted(steps.items()):
             outputs = model.generate([prompt for _, prompt, _ in rows], adapter)
             # the step as the runtime takes it (step_right), against the machine's

@@ -264,7 +264,8 @@ def carry_in(source, kind: str, op: str, rng: random.Random, longest: int | None
     SmolLM2's executor_add answered add_5 and add_10 with 43 of its 46 end-to-end misses there (the
     digit one off, the carry mostly left out; lab/research/smollm2-log.md) while a step drawn anywhere read 50/50:
     such steps are ~40% of random draws, and the one digit is one token of the ~70 each draw teaches."""
-    return _add_step_where(source, op, rng, longest, chances, "carry_in", lambda command: "[OUTPUT] " in command)
+    return _add_step_where(source, op, rng, longest, chances, {"carry_in": True},
+                           lambda state, command: "[C]1 " in state and "[OUTPUT] " in command)
 
 
 def carry_to_ten(source, kind: str, op: str, rng: random.Random, longest: int | None, chances) -> dict:
@@ -273,8 +274,8 @@ def carry_to_ten(source, kind: str, op: str, rng: random.Random, longest: int | 
     5 of SmolLM2's 9 executor misses at add_10 were this step answered `[C] 0, [OUTPUT] 9` (a + b, the
     carry left out once more); on 10-digit pairs it is ~1 in 12 of carry_in's steps and ~1 in 28 of all. Operands
     without such a step are drawn again, which leans the draws towards the classes' longer operands."""
-    return _add_step_where(source, op, rng, longest, chances, "carry_to_ten",
-                           lambda command: command.startswith("CMD: [C] 1, [OUTPUT] 0,"))
+    return _add_step_where(source, op, rng, longest, chances, {"carry_to_ten": True},
+                           lambda state, command: "[C]1 " in state and command.startswith("CMD: [C] 1, [OUTPUT] 0,"))
 
 
 def column_sums(source, kind: str, op: str, rng: random.Random, longest: int | None, chances) -> dict:
@@ -282,20 +283,21 @@ def column_sums(source, kind: str, op: str, rng: random.Random, longest: int | N
     carry) columns, on random operands of a class the mix's length shares draw: other draws give some columns
     far more often than others (runs of 9s, carries). SmolLM2's executor_add round 9 answered 9 + 6 with no
     carry as 16 in 10 of the 16 such steps of MUL's and DIV's calls, and the other 1,288 steps right."""
-    column = (str(rng.randrange(10)), str(rng.randrange(10)), str(rng.randrange(2)))
-    allowed = source.classes(op, longest, source.pool(rng, chances))
-    for _ in range(_COLUMN_TRIES):
-        a, b = _unexcluded(source, op, lambda: draw_operands(op, rng.choice(allowed), rng))
-        machine_run = run(op, a, b)
-        steps = [step for step, (_, target) in enumerate(machine_run.transitions())
-                 if _column_of(target.split("\n")[0]) == column]
-        if steps:
-            meta = {"kind": "executor", "op": op, "a": str(a), "b": str(b), "column_sums": "".join(column)}
-            return source.transition(op, machine_run, rng.choice(steps), meta)
-    return column_sums(source, kind, op, rng, longest, chances)  # a column these lengths seldom hold (a carry into 1-digit operands): another
+    while True:  # a column the class's lengths seldom hold (a carry into 1-digit operands) gives way to another
+        column = (str(rng.randrange(10)), str(rng.randrange(10)), str(rng.randrange(2)))
+        sample = _add_step_where(source, op, rng, longest, chances, {"column_sums": "".join(column)},
+                                 lambda state, command: _column_of(state) == column, tries=_COLUMN_TRIES)
+        if sample is not None:
+            return sample
 
 
 _COLUMN_TRIES = 200
+
+
+def _state_and_command(text: str) -> tuple[str, str]:
+    """An executor step's state line and command line."""
+    lines = text.split("\n")
+    return lines[0], lines[-1]
 
 
 def _column_of(state: str) -> tuple[str, str, str] | None:
@@ -308,20 +310,23 @@ def _column_of(state: str) -> tuple[str, str, str] | None:
     return found[0][1], found[1][1], carry
 
 
-def _add_step_where(source, op: str, rng: random.Random, longest: int | None, chances, name: str,
-                    writes: Callable[[str], bool]) -> dict:
-    """A step of ADD on random operands of a class the mix's length shares draw, whose next state holds
-    a carry of 1 and whose next command passes `writes`; operands without one are drawn again."""
+def _add_step_where(source, op: str, rng: random.Random, longest: int | None, chances, marks: dict,
+                    holds: Callable[[str, str], bool], tries: int | None = None) -> dict | None:
+    """A step of ADD on random operands of a class the mix's length shares draw, whose next state line and
+    next command pass `holds`, its meta marked with `marks`; operands without one are drawn again, up to
+    `tries` times (None: until one comes; else None after that many)."""
     allowed = source.classes(op, longest, source.pool(rng, chances))
-    while True:
+    drawn = 0
+    while tries is None or drawn < tries:
+        drawn += 1
         a, b = _unexcluded(source, op, lambda: draw_operands(op, rng.choice(allowed), rng))
         machine_run = run(op, a, b)
         steps = [step for step, (_, target) in enumerate(machine_run.transitions())
-                 if "[C]1 " in target.split("\n")[0] and writes(target.split("\n")[-1])]
+                 if holds(*_state_and_command(target))]
         if steps:
-            break
-    meta = {"kind": "executor", "op": op, "a": str(a), "b": str(b), name: True}
-    return source.transition(op, machine_run, rng.choice(steps), meta)
+            meta = {"kind": "executor", "op": op, "a": str(a), "b": str(b), **marks}
+            return source.transition(op, machine_run, rng.choice(steps), meta)
+    return None
 
 
 def long_calls(source, kind: str, op: str, rng: random.Random, longest: int | None, chances) -> dict:

@@ -9,10 +9,9 @@
 # `lab/lanes/records.sh unpack` first: the checks resume from the records committed at a session's end.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-repeated() { local op=$1 kind; for kind in p1 p2 p3 mixed round control; do printf 'repeated_%s_10_%s,' "$op" "$kind"; done; }
 check() {  # NAME CELLS LIMIT
   while pgrep -f "check.sh $1 " > /dev/null; do sleep 60; done
-  [ "$(cat "work/check_$1.done" 2>/dev/null)" = 0 ] || nice -n 5 lab/lanes/check.sh "$1" "${2%,}" "$3"
+  [ "$(cat "work/check_$1.done" 2>/dev/null)" = 0 ] || nice -n 5 lab/lanes/check.sh "$1" "$2" "$3"
 }
 train() {  # LANE
   while pgrep -f "train.sh $1\$" > /dev/null; do sleep 60; done
@@ -22,12 +21,12 @@ case ${1:?usage: lab/lanes/queue.sh A|B} in
   A) check pending_div div_1_10 100
      train aligner_sub_r3
      check pending_sub sub_5,sub_10 100
-     check pending_rep_div "$(repeated div)" 20 ;;
+     check pending_rep_div 'repeated_div_10_*' 20 ;;
   B) check pending_mul mul_1_10 100
      check pending_cells add_5,add_10,gt_5,gt_10,lt_5,lt_10,eq_5,eq_10 100
-     for op in add gt lt eq sub; do check "pending_rep_$op" "$(repeated "$op")" 20; done
+     for op in add gt lt eq sub; do check "pending_rep_$op" "repeated_${op}_10_*" 20; done
      # the LoRA-direct budgets count the CAEF rounds taken by then (aligner_sub_r3 is queue A's second item)
      for op in sub lt add gt mul div; do train "direct_${op}_budget"; done
-     check pending_rep_mul "$(repeated mul)" 20 ;;
+     check pending_rep_mul 'repeated_mul_10_*' 20 ;;
   *) echo "usage: lab/lanes/queue.sh A|B" >&2; exit 2 ;;
 esac

@@ -5,6 +5,11 @@ candidates; it is no evaluation (that is the whole cell, `caef-bench run`).
 
     python lab/diagnosis/replay_failures.py work/records/tiny-<weights> --checkpoints A,B
         [--cells 'repeated_sub_*'] [--end-to-end DIR] [--tier smollm2-135m --dtype bfloat16]
+        [--all-steps executor_div]
+
+With --all-steps ADAPTER, every step that adapter took in the records' runs, right or wrong, up to each run's
+first divergence (where the runtime still saw the machine's own input), is asked again: a candidate that
+mends the broken steps is screened on the hundreds it must keep right too.
 
 Records of an accelerator call (records.tgz, step texts dropped) are enough: each failed record keeps its
 expression and its first divergence.
@@ -23,10 +28,14 @@ from caef_bench.runtime.hf import load_step_model
 from long_sum_tops import step_right  # this folder: the one reading of a right step
 
 
-def failed_records(records: Path, cells: str) -> list[ProblemRecord]:
+def cell_records(records: Path, cells: str) -> list[ProblemRecord]:
     return [record for path in sorted(records.glob("caef_*.jsonl"))
             if any(fnmatch.fnmatch(path.stem[len("caef_"):], pattern) for pattern in cells.split(","))
-            for record in load_records(path) if not is_correct(record)]
+            for record in load_records(path)]
+
+
+def failed_records(records: Path, cells: str) -> list[ProblemRecord]:
+    return [record for record in cell_records(records, cells) if not is_correct(record)]
 
 
 def broken_steps(records: list[ProblemRecord]) -> dict[str, list[tuple[str, str, str]]]:
@@ -43,6 +52,20 @@ def broken_steps(records: list[ProblemRecord]) -> dict[str, list[tuple[str, str,
     return steps
 
 
+def every_step_of(records: list[ProblemRecord], adapter: str) -> list[tuple[str, str, str]]:
+    """(problem id, the machine's input, the machine's output) at every step `adapter` took on the machine's
+    course: all of a right run's, and a wrong run's up to and with its first divergence."""
+    rows = []
+    for record in records:
+        last = record.first_divergence.step if record.first_divergence else len(record.steps) - 1
+        for index, (taken, step) in enumerate(zip(record.steps[:last + 1], reference_steps(record.expr))):
+            if taken.adapter == adapter:
+                if taken.input != step.input:
+                    raise ValueError(f"{record.id}: step {index}'s input is not the machine's")
+                rows.append((f"{record.id}@{index}", step.input, step.output))
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("records", type=Path)
@@ -51,11 +74,15 @@ def main() -> None:
     parser.add_argument("--dtype", help="a torch dtype to run in instead of the tier's own (SmolLM2's runs: bfloat16)")
     parser.add_argument("--cells", default="*", help="comma-separated cell patterns")
     parser.add_argument("--end-to-end", type=Path, help="also solve the failed problems again, records here")
+    parser.add_argument("--all-steps", metavar="ADAPTER", help="ask every step of this adapter in the runs instead")
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
     failed = failed_records(args.records, args.cells)
     steps = broken_steps(failed)
     print(f"{len(failed)} failed runs in {args.records}")
+    if args.all_steps:
+        steps = {args.all_steps: every_step_of(cell_records(args.records, args.cells), args.all_steps)}
+        print(f"{len(steps[args.all_steps])} steps of {args.all_steps} on the machine's course")
     for checkpoints in args.checkpoints.split(","):
         model = load_step_model(args.tier, checkpoints, device=args.device, dtype=args.dtype)
         for adapter, rows in sorted(steps.items()):

@@ -144,6 +144,11 @@ case $lane in
   # aligner_gt round 5 on two runs of lengths one apart (round 4 copied 9999999999>999999999='s b with a 9 more)
   aligner_gt_r5) args=(--lr 5e-4 --adapter-init $pending --seed 47 --executors '' --aligners gt --stage2-steps 250
                        --share run_lengths=0.3,structured=0.3,same=0.1,near=0.2,longest=0.2 --out work/smollm2_aligner_gt_r5) ;;
+  # executor_mul round 3, from round 1 (the pending one; round 2, in work/, was right in one step fewer of the 629
+  # executor_mul steps of mul_1_10's runs): the copies after a callee returns, on structured operands (a of 0 or 1,
+  # round numbers), at a lower rate over more steps (round 1 missed 4 of the 629, each a register copied wrong)
+  mul_r3) args=(--lr 3e-4 --adapter-init $pending --seed 48 --executors mul --aligners '' --stage2-steps 200
+                --share structured=0.4,returns=0.5 --out work/smollm2_mul_r3) ;;
   *) echo "no lane $lane (the lanes: lab/lanes/README.md)" >&2; exit 2 ;;
 esac
 caef-bench train --preset smollm2 --base smollm2-135m --eval-per-cell 50 --stage1-steps 0 "${args[@]}" >> "work/$lane.log" 2>&1

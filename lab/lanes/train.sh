@@ -149,6 +149,11 @@ case $lane in
   # round numbers), at a lower rate over more steps (round 1 missed 4 of the 629, each a register copied wrong)
   mul_r3) args=(--lr 3e-4 --adapter-init $pending --seed 48 --executors mul --aligners '' --stage2-steps 200
                 --share structured=0.4,returns=0.5 --out work/smollm2_mul_r3) ;;
+  # executor_lt round 5, from round 4 (the pending one, trained on runs of one digit): random operands again, with
+  # near pairs half at the step comparing the changed digit; round 4 wrote two verdicts wrong at a random top
+  # column (21481<18406=, 1737380310<2719676413=: silent wrong answers)
+  lt_r5) args=(--lr 5e-4 --adapter-init $pending --seed 49 --executors lt --aligners '' --stage2-steps 200
+               --share near=0.3,same=0.05,structured=0.15 --out work/smollm2_lt_r5) ;;
   *) echo "no lane $lane (the lanes: lab/lanes/README.md)" >&2; exit 2 ;;
 esac
 caef-bench train --preset smollm2 --base smollm2-135m --eval-per-cell 50 --stage1-steps 0 "${args[@]}" >> "work/$lane.log" 2>&1

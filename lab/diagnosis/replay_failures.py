@@ -34,10 +34,6 @@ def cell_records(records: Path, cells: str) -> list[ProblemRecord]:
             for record in load_records(path)]
 
 
-def failed_records(records: Path, cells: str) -> list[ProblemRecord]:
-    return [record for record in cell_records(records, cells) if not is_correct(record)]
-
-
 def broken_steps(records: list[ProblemRecord]) -> dict[str, list[tuple[str, str, str]]]:
     """adapter -> (problem id, the machine's input, the machine's output) at each run's first divergence."""
     steps = defaultdict(list)
@@ -77,19 +73,22 @@ def main() -> None:
     parser.add_argument("--all-steps", metavar="ADAPTER", help="ask every step of this adapter in the runs instead")
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
-    failed = failed_records(args.records, args.cells)
-    steps = broken_steps(failed)
+    records = cell_records(args.records, args.cells)
+    failed = [record for record in records if not is_correct(record)]
     print(f"{len(failed)} failed runs in {args.records}")
     if args.all_steps:
-        steps = {args.all_steps: every_step_of(cell_records(args.records, args.cells), args.all_steps)}
+        steps = {args.all_steps: every_step_of(records, args.all_steps)}
         print(f"{len(steps[args.all_steps])} steps of {args.all_steps} on the machine's course")
+    else:
+        steps = broken_steps(failed)
+    asked = "steps" if args.all_steps else "broken steps"
     for checkpoints in args.checkpoints.split(","):
         model = load_step_model(args.tier, checkpoints, device=args.device, dtype=args.dtype)
         for adapter, rows in sorted(steps.items()):
             outputs = model.generate([prompt for _, prompt, _ in rows], adapter)
             # the step as the runtime takes it (step_right), against the machine's
             still = [pid for (pid, _, expected), out in zip(rows, outputs) if not step_right(out.text, expected)]
-            print(f"{checkpoints}  {adapter}: the broken step right in {len(rows) - len(still)} of {len(rows)}"
+            print(f"{checkpoints}  {adapter}: {asked} right: {len(rows) - len(still)} of {len(rows)}"
                   + (f"; still wrong: {' '.join(still)}" if still else ""), flush=True)
         if args.end_to_end:
             path = args.end_to_end / f"{Path(checkpoints).name}.jsonl"

@@ -154,6 +154,10 @@ case $lane in
   # column (21481<18406=, 1737380310<2719676413=: silent wrong answers)
   lt_r5) args=(--lr 5e-4 --adapter-init $pending --seed 49 --executors lt --aligners '' --stage2-steps 200
                --share near=0.3,same=0.05,structured=0.15 --out work/smollm2_lt_r5) ;;
+  # aligner_lt round 3, from round 2 (the pending one, trained on runs of one digit): random operands again; round 2
+  # wrote a random 87 as 78 in 7525303877 (aligner (I)) and 9188838718 (aligner (O)) in lt_10's runs
+  aligner_lt_r3) args=(--lr 5e-4 --adapter-init $pending --seed 50 --executors '' --aligners lt --stage2-steps 200
+                       --share structured=0.15,same=0.05,near=0.1,longest=0.2 --out work/smollm2_aligner_lt_r3) ;;
   *) echo "no lane $lane (the lanes: lab/lanes/README.md)" >&2; exit 2 ;;
 esac
 caef-bench train --preset smollm2 --base smollm2-135m --eval-per-cell 50 --stage1-steps 0 "${args[@]}" >> "work/$lane.log" 2>&1

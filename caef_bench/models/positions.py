@@ -73,6 +73,11 @@ every expression) gets exactly coupled-hints' ids, so the scheme is opt-in for t
 adapters and changes nothing for the others; one thing differs because those adapters are the long
 route's: aligner (I)'s hints for `a*b=` and `a//b=` follow LONG_MUL's and LONG_DIV's start states
 (LONG_DIV's a stands before its head, not after it as in DIV's).
+One more rule is LONG_MUL's own: its completion reads b's digit just before [HEAD2], a cell whose place
+moves every step, twice: the token after its command's `CMD` (is that digit 0?) and the token after
+[HEAD2] in DIGIT_MUL's start (the digit itself). Both queries get that cell's id, so the read is a copy at
+offset 0, as a head marker writes the cell after it; every other token keeps its id. Without the hint, every
+one-step miss of executor_long_mul's second round was this read (lab/research/long-mul-div-log.md).
 Scheme "standard": 0, 1, 2, … as usual (pretrained tiers).
 
 A coupled scheme's name may carry its field stride, `coupled-hints/1024`: the ids of a field then
@@ -107,6 +112,7 @@ _LETTERS = frozenset(TOKEN_ID[c] for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijk
 # A spelled word starts at its first letter, or at the `[` of a spelled marker: had `[REM]`'s `[` and R one
 # id, the token after `[` was copied from the id after it, and executor_long_div wrote `[EEM]` and `[NNG]`.
 _WORD_STARTS = _LETTERS | {TOKEN_ID["["]}
+_HEAD2, _CMD = TOKEN_ID["[HEAD2]"], TOKEN_ID["CMD"]
 
 
 class _Counter:
@@ -233,9 +239,10 @@ class HintCounter(ExpressionCounter):
 
 class WordCounter(HintCounter):
     """Scheme "coupled-words" (see the module's docstring): coupled-hints, with every token of a field
-    from its first letter, `_` or `[` token on in a place of its own. Holds only ints and bools, as the
-    counters it extends, so a shallow copy is an independent counter. Its adapters are the long route's, so
-    aligner (I)'s hints follow LONG_MUL's and LONG_DIV's start states for `*` and `//`."""
+    from its first letter, `_` or `[` token on in a place of its own, and LONG_MUL's two reads under HEAD2
+    hinted. Holds only ints, strings and bools, as the counters it extends, so a shallow copy is an
+    independent counter. Its adapters are the long route's, so aligner (I)'s hints follow LONG_MUL's and
+    LONG_DIV's start states for `*` and `//`."""
 
     route = "long"
 
@@ -243,8 +250,47 @@ class WordCounter(HintCounter):
         super().__init__(stride)
         self.worded = False  # the current field has had a letter token
         self.extra = 0  # places taken so far in the current field by tokens from that letter on
+        self.completion = False  # the segment is a completion (it began at <sep>)
+        self.lines = 0  # newlines so far in the segment
+        self.line_word = ""  # the current line's text up to its first separator
+        self.machine = ""  # the segment's first line's word: the machine whose state it is
+        self.last_cell = -1  # id of the last cell of the segment's first line so far
+        self.digit_read = -1  # id of the cell just before [HEAD2] in that line (-1: none)
+        self.previous_token = -1
 
     def next(self, token_id: int) -> int:
+        position = self._worded_next(token_id)
+        previous, self.previous_token = self.previous_token, token_id
+        if token_id in (SEP_ID, BOS_ID):
+            self.completion, self.lines, self.line_word, self.machine = token_id == SEP_ID, 0, "", ""
+            self.last_cell = self.digit_read = -1
+            return position
+        if self.lines == 0 and token_id in _CELLS:
+            self.last_cell = position
+        elif self.lines == 0 and token_id == _HEAD2:
+            self.digit_read = self.last_cell
+        if token_id in _SEPARATORS:
+            # LONG_MUL reads the digit of b just before HEAD2 twice, at a cell that moves from step to step: the
+            # command's first token (is it 0?) and DIGIT_MUL's start (the digit itself). Their queries get that
+            # cell's id, so the read is a copy at offset 0 as every other copy is at a fixed one (as aligner (I)'s
+            # hints make its reads); the tokens after them keep their ids.
+            # (its second line is its command, its third the callee's start)
+            hinted = (self.completion and self.machine == "LONG_MUL," and self.digit_read >= 0
+                      and ((self.lines == 1 and previous == _CMD and self.line_word == "CMD")
+                           or (self.lines == 2 and previous == _HEAD2 and self.line_word == "DIGIT_MUL, ")))
+            self.last_cell = -1  # (a cell of the field before is not "just before HEAD2")
+            if self.lines == 0 and not self.machine:
+                self.machine = self.line_word
+            if token_id == TOKEN_ID["\n"]:
+                self.lines, self.line_word = self.lines + 1, ""
+            elif not self.line_word.endswith(" "):
+                self.line_word += " "  # the first field is done: nothing more is added to the line's word
+            return self.digit_read if hinted else position
+        if not self.line_word.endswith(" "):
+            self.line_word += VOCAB[token_id]
+        return position
+
+    def _worded_next(self, token_id: int) -> int:
         position = super().next(token_id)
         if token_id in (SEP_ID, BOS_ID) or token_id in _SEPARATORS:
             position += 0 if token_id in (SEP_ID, BOS_ID) else self.extra

@@ -16,6 +16,9 @@ case $lane in
   # round 2 on Horner's layout: round 1 copied the tapes right and missed the names' spelling, b's digit under
   # HEAD2 and a's first cell in DIGIT_MUL's start (0/20 one-step), its loss still falling
   long_mul_r2) args=(--adapter-init $pending --seed 2 --executors long_mul --aligners '') ;;
+  # round 3 with LONG_MUL's reads under HEAD2 hinted (models/positions.py): every one-step miss of round 2 was
+  # that read (b's digit just before HEAD2, into the command and into DIGIT_MUL's start)
+  long_mul_r3) args=(--adapter-init $pending --seed 3 --executors long_mul --aligners '') ;;
   # round 4: round 3 spelt [REM] and [NEG] right; HEAD1 one cell off where a digit comes down is left
   long_div_r4) args=(--adapter-init $pending --seed 4 --executors long_div --aligners '') ;;
   # the aligners' first rounds under coupled-words (a*b= and a//b= to LONG_MUL's and LONG_DIV's start and halt)

@@ -140,6 +140,29 @@ def test_column_sums_draws_every_column_of_digit_pair_and_carry_alike():
     assert len(columns) > 150 and max(columns.values()) < 12  # ~480 draws over 200 columns, none favoured
 
 
+def test_column_sums_draws_digit_muls_columns_alike():
+    """The tiny executor_digit_mul's second round missed only product digits under a right carry; this share
+    draws each of DIGIT_MUL's 450 (a's digit, the digit, carry below it) columns as often as any other."""
+    from collections import Counter
+
+    from caef_bench.machines import run
+
+    source = MachineSource([("executor", "digit_mul")], 50, seed=5, mix={"column_sums": 0.9})
+    samples = [s for step in range(40) for s in source.batch(step, 20)]
+    drawn = [s for s in samples if s["meta"].get("column_sums")]
+    assert 0.8 < len(drawn) / len(samples) < 0.97
+    for sample in drawn:
+        a, d = int(sample["meta"]["a"]), int(sample["meta"]["b"])
+        assert (sample["prompt"], sample["completion"]) == run("digit_mul", a, d).transition(sample["meta"]["step"])
+        state, command = sample["completion"].split("\n")
+        x, y, carry = (int(c) for c in sample["meta"]["column_sums"])
+        assert y == d and carry < d
+        assert f"[HEAD1]|{x}" in state and f"[HEAD2]|{y}" in state and f"[C]{carry} " in state
+        assert command.startswith(f"CMD [C] {(x * y + carry) // 10}, [OUTPUT] {(x * y + carry) % 10},")
+    columns = Counter(s["meta"]["column_sums"] for s in drawn)
+    assert len(columns) > 320 and max(columns.values()) < 10  # ~720 draws over 450 columns (~360 seen), none favoured
+
+
 def test_longest_draws_two_operands_of_the_longest_length_and_leaves_other_mixes_as_they_were():
     source = MachineSource([("aligner", "gt")], 10, seed=2, mix={"longest": 0.5, "equal": 0.5})
     samples = [s for step in range(40) for s in source.batch(step, 10)]

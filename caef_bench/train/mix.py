@@ -74,8 +74,8 @@ SHARES = {share.name: share for share in (
           "the calls SUB, MUL and DIV runs make on structured operands (MUL adds d000…0 to its multiples)"),
     Share("run_lengths", "draws", lambda kind, op: kind in ("executor", "aligner") and op in TWO_NUMBERS,
           "two runs of one digit or round numbers of lengths one apart (1000000000>999999999=), executors and aligners"),
-    Share("column_sums", "draws", _executors(("add",)),
-          "ADD's steps on each of the 200 (digit, digit, carry) columns alike"),
+    Share("column_sums", "draws", _executors(("add", "digit_mul")),
+          "ADD's steps on each of the 200 (digit, digit, carry) columns alike (DIGIT_MUL's on its 450)"),
     # operand kinds of the protocol's draw (what is left of the draws: random operands)
     Share("structured", "draws", lambda kind, op: True,
           "structured operands: runs of one digit, round numbers, periodic patterns, a == b, ... (data.structured)"),

@@ -46,10 +46,11 @@ def call_transition(op: str, composer: str, a: int, b: int, callee, step: int, *
 
 
 def _unexcluded(source, op: str, draw: Callable[[], tuple[int, int]]) -> tuple[int, int]:
-    """draw() again until its expression is not one the source leaves out (a test set's)."""
+    """draw() again until its expression is not one the source leaves out (a test set's); an auxiliary
+    machine's operands (DIGIT_MUL's) have no expression, so any draw stands."""
     while True:
         a, b = draw()
-        if render_expr(op, a, b) not in source.excluded:
+        if expression(op, a, b) not in source.excluded:
             return a, b
 
 
@@ -279,12 +280,17 @@ def carry_to_ten(source, kind: str, op: str, rng: random.Random, longest: int | 
 
 
 def column_sums(source, kind: str, op: str, rng: random.Random, longest: int | None, chances) -> dict:
-    """A step of ADD whose next command adds a column drawn uniformly from the 200 (a's digit, b's digit,
-    carry) columns, on random operands of a class the mix's length shares draw: other draws give some columns
-    far more often than others (runs of 9s, carries). SmolLM2's executor_add round 9 answered 9 + 6 with no
-    carry as 16 in 10 of the 16 such steps of MUL's and DIV's calls, and the other 1,288 steps right."""
+    """A step of ADD (or DIGIT_MUL) whose next command works a column drawn uniformly from the 200 (a's digit,
+    b's digit, carry) columns (DIGIT_MUL's 450: a's digit, the digit d of 1-9, a carry below d), on random
+    operands of a class the mix's length shares draw: other draws give some columns far more often than others
+    (runs of 9s, carries). SmolLM2's executor_add round 9 answered 9 + 6 with no carry as 16 in 10 of the 16
+    such steps of MUL's and DIV's calls, and the other 1,288 steps right; the tiny executor_digit_mul's second
+    round missed only product digits under a right carry."""
     while True:  # a column the class's lengths seldom hold (a carry into 1-digit operands) gives way to another
-        column = (str(rng.randrange(10)), str(rng.randrange(10)), str(rng.randrange(2)))
+        if op == "digit_mul":
+            column = rng.choice(_DIGIT_MUL_COLUMNS)
+        else:
+            column = (str(rng.randrange(10)), str(rng.randrange(10)), str(rng.randrange(2)))
         sample = _add_step_where(source, op, rng, longest, chances, {"column_sums": "".join(column)},
                                  lambda state, command: _column_of(state) == column, tries=_COLUMN_TRIES)
         if sample is not None:
@@ -292,6 +298,8 @@ def column_sums(source, kind: str, op: str, rng: random.Random, longest: int | N
 
 
 _COLUMN_TRIES = 200
+# x·d + c < 10·d, so the carry out, and the one in, is below d (LONG_MUL never calls DIGIT_MUL with d = 0)
+_DIGIT_MUL_COLUMNS = [(str(x), str(d), str(c)) for d in range(1, 10) for c in range(d) for x in range(10)]
 
 
 def _state_and_command(text: str) -> tuple[str, str]:

@@ -13,6 +13,9 @@ case $lane in
   # round 2: round 1 learned the copies and head moves, not yet the times table (every miss a product digit or
   # carry; its loss still falling when the cosine schedule ended)
   digit_mul_r2) args=(--adapter-init $pending --seed 2 --executors digit_mul --aligners '') ;;
+  # round 3: round 2 missed only product digits under a right carry; half its draws take each of DIGIT_MUL's 450
+  # (a's digit, the digit, carry) columns alike (--share column_sums, as SmolLM2's executor_add round 10 did ADD's)
+  digit_mul_r3) args=(--adapter-init $pending --seed 3 --executors digit_mul --aligners '' --share column_sums=0.5,structured=0.2) ;;
   # round 2 on Horner's layout: round 1 copied the tapes right and missed the names' spelling, b's digit under
   # HEAD2 and a's first cell in DIGIT_MUL's start (0/20 one-step), its loss still falling
   long_mul_r2) args=(--adapter-init $pending --seed 2 --executors long_mul --aligners '') ;;

@@ -158,6 +158,16 @@ case $lane in
   # wrote a random 87 as 78 in 7525303877 (aligner (I)) and 9188838718 (aligner (O)) in lt_10's runs
   aligner_lt_r3) args=(--lr 5e-4 --adapter-init $pending --seed 50 --executors '' --aligners lt --stage2-steps 200
                        --share structured=0.15,same=0.05,near=0.1,longest=0.2 --out work/smollm2_aligner_lt_r3) ;;
+  # executor_lt round 6, from round 4 (the pending one): the repeated-digit cells' runs at 10 digits, where it
+  # missed 11 of 100 (9 a digit of a run dropped from a tape, 2 a round number's 0 written as its last digit)
+  # against executor_gt's 1 of 100; longer than round 4, with MUL's count calls and random near pairs kept in
+  lt_r6) args=(--lr 5e-4 --adapter-init $pending --seed 51 --executors lt --aligners '' --stage2-steps 300
+               --share structured=0.6,top_runs=0.1,near=0.1,same=0.05,count_calls=0.05 --out work/smollm2_lt_r6) ;;
+  # executor_eq round 4, from round 1 (the pending one; rounds 2 and 3 were not taken): the repeated-digit cells at 10
+  # digits, where it missed 21 of 100 (13 of 20 runs of one digit: a run copied a digit longer or shorter), longer
+  # than round 2 and with the near pairs half at their deciding step (round 2 went on past one)
+  eq_r4) args=(--lr 5e-4 --adapter-init $pending --seed 52 --executors eq --aligners '' --stage2-steps 300
+               --share structured=0.6,top_runs=0.1,near=0.15,same=0.05 --out work/smollm2_eq_r4) ;;
   *) echo "no lane $lane (the lanes: lab/lanes/README.md)" >&2; exit 2 ;;
 esac
 caef-bench train --preset smollm2 --base smollm2-135m --eval-per-cell 50 --stage1-steps 0 "${args[@]}" >> "work/$lane.log" 2>&1

@@ -12,8 +12,9 @@ def register(commands) -> None:
     onestep = commands.add_parser("onestep", help="one-step exact match of executors and aligners per test cell")
     tier_arguments(onestep)
     onestep.add_argument("--base-only", action="store_true", help="the tiny base itself, no adapters")
-    onestep.add_argument("--executors", help="comma-separated ops (default all nine)")
-    onestep.add_argument("--aligners", help="comma-separated ops (default all seven)")
+    onestep.add_argument("--executors", help="comma-separated ops (default the paper's nine; also long_mul, long_div, "
+                                               "digit_mul, the long route's)")
+    onestep.add_argument("--aligners", help="comma-separated ops (default the paper's seven; also long_mul, long_div)")
     onestep.add_argument("--per-cell", type=int, default=50, help="cases per test cell (default 50)")
     onestep.add_argument("--every-step", action="store_true",
                          help="executors: every transition of --per-cell problems per cell (whole runs, teacher-forced), "
@@ -37,12 +38,14 @@ def run(args: argparse.Namespace) -> int:
 
     from caef_bench.evaluate.onestep import measure_tier
     from caef_bench.machines import ALIGNED_OPS, EXECUTOR_OPS
+    from caef_bench.machines.ops import LONG_ALIGNED_OPS, LONG_EXECUTOR_OPS
     from caef_bench.report.tables import onestep_markdown
 
     from .common import device, ops
 
-    adapters = [("executor", op) for op in ops(args.executors, EXECUTOR_OPS, EXECUTOR_OPS)]
-    adapters += [("aligner", op) for op in ops(args.aligners, ALIGNED_OPS, ALIGNED_OPS)]
+    # the long route's adapters (docs/long-mul-div.md) only when named: their cells are the long test cells
+    adapters = [("executor", op) for op in ops(args.executors, EXECUTOR_OPS + LONG_EXECUTOR_OPS, EXECUTOR_OPS)]
+    adapters += [("aligner", op) for op in ops(args.aligners, ALIGNED_OPS + LONG_ALIGNED_OPS, ALIGNED_OPS)]
 
     def show(name, cells):
         print(f"{name:<19} " + ", ".join(f"{cell} {r['accuracy']:.1%} [{r['ci_low']:.1%}, {r['ci_high']:.1%}]"

@@ -117,50 +117,40 @@ def test_carry_to_ten_draws_the_steps_where_a_carry_makes_a_digit_pair_ten():
         assert sum(digit) == 9
 
 
-def test_column_sums_draws_every_column_of_digit_pair_and_carry_alike():
-    """SmolLM2's executor_add round 9 wrote 9 + 6 with no carry as 16: random and structured operands give such a
-    column in about one step of 200; this share draws each of the 200 columns as often as any other."""
+# (op, max_len, seed, share, batches, batch size, command prefix, the column's (carry, digit), fewest columns seen)
+COLUMN_CASES = [
+    # SmolLM2's executor_add round 9 wrote 9 + 6 with no carry as 16: random and structured operands give such a
+    # column in about one step of 200; ~480 draws over the 200 columns
+    ("add", 10, 4, 0.8, 60, 10, "CMD: ", lambda x, y, c: divmod(x + y + c, 10), 150),
+    # the tiny executor_digit_mul's second round missed only product digits under a right carry; ~720 draws over
+    # its 450 (a's digit, the digit d, a carry below d) columns, ~360 of them seen
+    ("digit_mul", 50, 5, 0.9, 40, 20, "CMD ", lambda x, y, c: divmod(x * y + c, 10), 320),
+]
+
+
+@pytest.mark.parametrize("op, max_len, seed, share, batches, size, prefix, works, seen", COLUMN_CASES)
+def test_column_sums_draws_every_column_alike(op, max_len, seed, share, batches, size, prefix, works, seen):
+    """Each column (a's digit, b's digit, the carry in) as often as any other, with the machine's own step."""
     from collections import Counter
 
     from caef_bench.machines import run
 
-    source = MachineSource([("executor", "add")], 10, seed=4, mix={"column_sums": 0.8})
-    samples = [s for step in range(60) for s in source.batch(step, 10)]
+    source = MachineSource([("executor", op)], max_len, seed=seed, mix={"column_sums": share})
+    samples = [s for step in range(batches) for s in source.batch(step, size)]
     drawn = [s for s in samples if s["meta"].get("column_sums")]
-    assert 0.7 < len(drawn) / len(samples) < 0.9
+    assert share - 0.1 < len(drawn) / len(samples) < share + 0.07
     for sample in drawn:
         a, b = int(sample["meta"]["a"]), int(sample["meta"]["b"])
-        assert (sample["prompt"], sample["completion"]) == run("add", a, b).transition(sample["meta"]["step"])
+        assert (sample["prompt"], sample["completion"]) == run(op, a, b).transition(sample["meta"]["step"])
         state, command = sample["completion"].split("\n")
         x, y, carry = (int(d) for d in sample["meta"]["column_sums"])
-        # the column under the heads, and the command the machine gives it: its digit and its carry
+        assert op == "add" or (y == b and carry < b)  # DIGIT_MUL's b is its digit, and its carry stays below it
+        # the column under the heads, and the command the machine gives it: its carry and its digit
         assert f"[HEAD1]|{x}" in state and f"[HEAD2]|{y}" in state and f"[C]{carry} " in state
-        assert command.startswith(f"CMD: [C] {(x + y + carry) // 10}, [OUTPUT] {(x + y + carry) % 10},")
+        carry_out, digit = works(x, y, carry)
+        assert command.startswith(f"{prefix}[C] {carry_out}, [OUTPUT] {digit},")
     columns = Counter(s["meta"]["column_sums"] for s in drawn)
-    assert len(columns) > 150 and max(columns.values()) < 12  # ~480 draws over 200 columns, none favoured
-
-
-def test_column_sums_draws_digit_muls_columns_alike():
-    """The tiny executor_digit_mul's second round missed only product digits under a right carry; this share
-    draws each of DIGIT_MUL's 450 (a's digit, the digit, carry below it) columns as often as any other."""
-    from collections import Counter
-
-    from caef_bench.machines import run
-
-    source = MachineSource([("executor", "digit_mul")], 50, seed=5, mix={"column_sums": 0.9})
-    samples = [s for step in range(40) for s in source.batch(step, 20)]
-    drawn = [s for s in samples if s["meta"].get("column_sums")]
-    assert 0.8 < len(drawn) / len(samples) < 0.97
-    for sample in drawn:
-        a, d = int(sample["meta"]["a"]), int(sample["meta"]["b"])
-        assert (sample["prompt"], sample["completion"]) == run("digit_mul", a, d).transition(sample["meta"]["step"])
-        state, command = sample["completion"].split("\n")
-        x, y, carry = (int(c) for c in sample["meta"]["column_sums"])
-        assert y == d and carry < d
-        assert f"[HEAD1]|{x}" in state and f"[HEAD2]|{y}" in state and f"[C]{carry} " in state
-        assert command.startswith(f"CMD [C] {(x * y + carry) // 10}, [OUTPUT] {(x * y + carry) % 10},")
-    columns = Counter(s["meta"]["column_sums"] for s in drawn)
-    assert len(columns) > 320 and max(columns.values()) < 10  # ~720 draws over 450 columns (~360 seen), none favoured
+    assert len(columns) > seen and max(columns.values()) < 12  # none favoured
 
 
 def test_longest_draws_two_operands_of_the_longest_length_and_leaves_other_mixes_as_they_were():

@@ -13,7 +13,7 @@ case ${1:?usage: lab/lanes/records.sh pack FOLDER... | unpack} in
     for folder in "$@"; do
       out=lab/records/$(basename "$folder") && mkdir -p "$out"
       cp "$folder/weights.json" "$out/"
-      for file in "$folder"/*.jsonl; do [ -s "$file" ] && gzip -9 -c "$file" > "$out/$(basename "$file").gz"; done
+      for file in "$folder"/*.jsonl; do [ -s "$file" ] && gzip -9 -n -c "$file" > "$out/$(basename "$file").gz"; done
       echo "$out: $(ls "$out" | wc -l) files, $(du -sh "$out" | cut -f1)"
     done ;;
   unpack)

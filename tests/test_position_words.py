@@ -134,41 +134,34 @@ def test_a_copied_counter_goes_on_independently():
 def test_long_muls_reads_under_head2_have_the_read_cells_id(a, b):
     """LONG_MUL's completion reads b's digit just before HEAD2 (a cell that moves every step) twice: its
     command's first token and DIGIT_MUL's start. Those two queries get that cell's id; nothing else moves."""
-    hinted_steps = 0
+    hinted_steps = digit_mul_starts = 0
     for prompt, completion in run("long_mul", a, b).transitions():
         codec = CaefCodec("coupled-words")
         prompt_ids, completion_ids = codec.prompt_ids(prompt), codec.completion_ids(completion)
         positions = position_ids(prompt_ids + completion_ids, "coupled-words")
         assert positions[:len(prompt_ids)] == position_ids(prompt_ids, "coupled-words")  # prompts keep theirs
-        named = list(zip(tokens(completion_ids), positions[len(prompt_ids):]))
-        lines, line = [], []
-        for name, position in named:
-            line.append((name, position))
-            if name == "\n":
-                lines.append(line)
-                line = []
-        lines.append(line)
-        fields, field = [], []
-        for name, position in lines[0]:
-            if name == " ":
-                fields.append(field)
-                field = []
-            else:
-                field.append((name, position))
-        b_field = fields[3]  # LONG_MUL, | q | a | b | the product
+        fields = _field_ids(completion)  # (the completion's ids restart at <sep>: the same as after the prompt)
+        assert [p for field in fields for _, p in field] == positions[len(prompt_ids):][:len(encode(completion))]
+        lines = [[]]  # the fields (each ending with its separator), line by line
+        for field in fields:
+            lines[-1].append(field)
+            if field[-1][0] == "\n":
+                lines.append([])
+        b_field = lines[0][3]  # LONG_MUL, | q | a | b | the product
         at = [k for k, (name, _) in enumerate(b_field) if name == "[HEAD2]"][0]
-        read = (at,) + b_field[at - 1] if at > 0 else None
-        command = lines[1] if len(lines) > 1 else []
+        read = b_field[at - 1] if at > 0 else None  # (the digit's token, its id)
+        command = [token for field in lines[1] for token in field] if len(lines) > 1 else []
         if read is None or not command or command[0][0] != "CMD":
-            assert all(p != (read or (0, 0, -1))[2] for name, p in command if name == " ")
+            assert all(p != (read or (0, -1))[1] for name, p in command if name == " ")
             continue
         hinted_steps += 1
-        assert command[1] == (" ", read[2])  # the query after CMD: is the digit 0?
-        assert [p for name, p in command[2:] if name == " "] != [] and read[2] not in [p for _, p in command[2:]]
-        if len(lines) > 2 and "".join(name for name, _ in lines[2]).startswith("DIGIT_MUL,"):
-            start = lines[2]
+        assert command[1] == (" ", read[1])  # the query after CMD: is the digit 0?
+        assert [p for name, p in command[2:] if name == " "] != [] and read[1] not in [p for _, p in command[2:]]
+        if len(lines) > 2 and "".join(name for name, _ in lines[2][0]) == "DIGIT_MUL, ":
+            digit_mul_starts += 1
+            start = [token for field in lines[2] for token in field]
             k = [i for i, (name, _) in enumerate(start) if name == "[HEAD2]"][0]
-            assert start[k + 1] == (" ", read[2]) and start[k + 2][0] == read[1]  # it writes that very digit
-            later = [p for name, p in start[k + 2:]] + [p for line in lines[3:] for _, p in line]
-            assert read[2] not in later  # the callee's command is not hinted
-    assert hinted_steps >= len(str(b))
+            assert start[k + 1] == (" ", read[1]) and start[k + 2][0] == read[0]  # it writes that very digit
+            later = [p for _, p in start[k + 2:]] + [p for line in lines[3:] for field in line for _, p in field]
+            assert read[1] not in later  # the callee's command is not hinted
+    assert hinted_steps >= len(str(b)) and digit_mul_starts >= 1

@@ -256,11 +256,10 @@ class WordCounter(HintCounter):
         self.machine = ""  # the segment's first line's word: the machine whose state it is
         self.last_cell = -1  # id of the last cell of the segment's first line so far
         self.digit_read = -1  # id of the cell just before [HEAD2] in that line (-1: none)
-        self.previous_token = -1
 
     def next(self, token_id: int) -> int:
+        previous = self.previous  # (ExpressionCounter's last token counted, before this one is)
         position = self._worded_next(token_id)
-        previous, self.previous_token = self.previous_token, token_id
         if token_id in (SEP_ID, BOS_ID):
             self.completion, self.lines, self.line_word, self.machine = token_id == SEP_ID, 0, "", ""
             self.last_cell = self.digit_read = -1

@@ -265,8 +265,8 @@ def carry_in(source, kind: str, op: str, rng: random.Random, longest: int | None
     SmolLM2's executor_add answered add_5 and add_10 with 43 of its 46 end-to-end misses there (the
     digit one off, the carry mostly left out; lab/research/smollm2-log.md) while a step drawn anywhere read 50/50:
     such steps are ~40% of random draws, and the one digit is one token of the ~70 each draw teaches."""
-    return _add_step_where(source, op, rng, longest, chances, {"carry_in": True},
-                           lambda state, command: "[C]1 " in state and "[OUTPUT] " in command)
+    return _executor_step_where(source, op, rng, longest, chances, {"carry_in": True},
+                                lambda state, command: "[C]1 " in state and "[OUTPUT] " in command)
 
 
 def carry_to_ten(source, kind: str, op: str, rng: random.Random, longest: int | None, chances) -> dict:
@@ -275,8 +275,9 @@ def carry_to_ten(source, kind: str, op: str, rng: random.Random, longest: int | 
     5 of SmolLM2's 9 executor misses at add_10 were this step answered `[C] 0, [OUTPUT] 9` (a + b, the
     carry left out once more); on 10-digit pairs it is ~1 in 12 of carry_in's steps and ~1 in 28 of all. Operands
     without such a step are drawn again, which leans the draws towards the classes' longer operands."""
-    return _add_step_where(source, op, rng, longest, chances, {"carry_to_ten": True},
-                           lambda state, command: "[C]1 " in state and command.startswith("CMD: [C] 1, [OUTPUT] 0,"))
+    return _executor_step_where(source, op, rng, longest, chances, {"carry_to_ten": True},
+                                lambda state, command: "[C]1 " in state
+                                and command.startswith("CMD: [C] 1, [OUTPUT] 0,"))
 
 
 def column_sums(source, kind: str, op: str, rng: random.Random, longest: int | None, chances) -> dict:
@@ -289,10 +290,10 @@ def column_sums(source, kind: str, op: str, rng: random.Random, longest: int | N
     while True:  # a column the class's lengths seldom hold (a carry into 1-digit operands) gives way to another
         if op == "digit_mul":
             column = rng.choice(_DIGIT_MUL_COLUMNS)
-        else:
+        else:  # (ADD's three draws as ever, so the rounds trained on this share draw the same samples again)
             column = (str(rng.randrange(10)), str(rng.randrange(10)), str(rng.randrange(2)))
-        sample = _add_step_where(source, op, rng, longest, chances, {"column_sums": "".join(column)},
-                                 lambda state, command: _column_of(state) == column, tries=_COLUMN_TRIES)
+        sample = _executor_step_where(source, op, rng, longest, chances, {"column_sums": "".join(column)},
+                                      lambda state, command: _column_of(state) == column, tries=_COLUMN_TRIES)
         if sample is not None:
             return sample
 
@@ -318,11 +319,12 @@ def _column_of(state: str) -> tuple[str, str, str] | None:
     return found[0][1], found[1][1], carry
 
 
-def _add_step_where(source, op: str, rng: random.Random, longest: int | None, chances, marks: dict,
-                    holds: Callable[[str, str], bool], tries: int | None = None) -> dict | None:
-    """A step of ADD on random operands of a class the mix's length shares draw, whose next state line and
-    next command pass `holds`, its meta marked with `marks`; operands without one are drawn again, up to
-    `tries` times (None: until one comes; else None after that many)."""
+def _executor_step_where(source, op: str, rng: random.Random, longest: int | None, chances, marks: dict,
+                         holds: Callable[[str, str], bool], tries: int | None = None) -> dict | None:
+    """A step of op's executor (ADD, or DIGIT_MUL for column_sums) on random operands of a class the mix's
+    length shares draw, whose next state line and next command pass `holds`, its meta marked with `marks`;
+    operands without one are drawn again, up to `tries` times (None: until one comes; else None after that
+    many)."""
     allowed = source.classes(op, longest, source.pool(rng, chances))
     drawn = 0
     while tries is None or drawn < tries:

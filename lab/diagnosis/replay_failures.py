@@ -72,12 +72,16 @@ def main() -> None:
     parser.add_argument("--end-to-end", type=Path, help="also solve the failed problems again, records here")
     parser.add_argument("--all-steps", metavar="ADAPTER", help="ask every step of this adapter in the runs instead")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--only", help="--all-steps: ask only these steps (comma-separated id@step, as printed)")
+    parser.add_argument("--show", action="store_true", help="print each still-wrong step's output beside the machine's")
     args = parser.parse_args()
     records = cell_records(args.records, args.cells)
     failed = [record for record in records if not is_correct(record)]
     print(f"{len(failed)} failed runs in {args.records}")
     if args.all_steps:
         steps = {args.all_steps: every_step_of(records, args.all_steps)}
+        if args.only:
+            steps[args.all_steps] = [row for row in steps[args.all_steps] if row[0] in args.only.split(",")]
         print(f"{len(steps[args.all_steps])} steps of {args.all_steps} on the machine's course")
     else:
         steps = broken_steps(failed)
@@ -90,6 +94,10 @@ def main() -> None:
             still = [pid for (pid, _, expected), out in zip(rows, outputs) if not step_right(out.text, expected)]
             print(f"{checkpoints}  {adapter}: {asked} right: {len(rows) - len(still)} of {len(rows)}"
                   + (f"; still wrong: {' '.join(still)}" if still else ""), flush=True)
+            if args.show:
+                for (pid, prompt, expected), out in zip(rows, outputs):
+                    if pid in still:
+                        print(f"--- {pid}\n{prompt}\n  machine: {expected!r}\n  model:   {out.text!r}", flush=True)
         if args.end_to_end:
             path = args.end_to_end / f"{Path(checkpoints).name}.jsonl"
             solved = solve_to_file([Problem(r.id, r.expr, r.target) for r in failed], model, path, mode="traced")

@@ -168,6 +168,11 @@ case $lane in
   # than round 2 and with the near pairs half at their deciding step (round 2 went on past one)
   eq_r4) args=(--lr 5e-4 --adapter-init $pending --seed 52 --executors eq --aligners '' --stage2-steps 300
                --share structured=0.6,top_runs=0.1,near=0.15,same=0.05 --out work/smollm2_eq_r4) ;;
+  # executor_eq round 5, from round 4 (work/, not taken): round 4 mended every run copy of round 1 but dropped b's first
+  # cell when HEAD1 comes to the last cell of two equal 10-digit operands (6 of its 8 misses in 1,995 steps of the eq
+  # cells, all at that step), a step round 1 took: equal pairs of the longest length again beside the runs
+  eq_r5) args=(--lr 3e-4 --adapter-init work/smollm2_eq_r4 --seed 53 --executors eq --aligners '' --stage2-steps 200
+               --share structured=0.35,same=0.25,near=0.1,top_runs=0.05,longest=0.3 --out work/smollm2_eq_r5) ;;
   *) echo "no lane $lane (the lanes: lab/lanes/README.md)" >&2; exit 2 ;;
 esac
 caef-bench train --preset smollm2 --base smollm2-135m --eval-per-cell 50 --stage1-steps 0 "${args[@]}" >> "work/$lane.log" 2>&1

@@ -21,10 +21,10 @@ from collections import Counter, defaultdict
 import torch
 
 from caef_bench.machines import run
-from caef_bench.models.positions import position_ids
 from caef_bench.models.tokenizer import VOCAB
 from caef_bench.runtime.hf import load_step_model
 from aligner_attention import _eager  # this folder
+from executor_attention import print_heads, teacher_forced
 
 ADAPTER = "executor_digit_mul"
 
@@ -46,29 +46,18 @@ def q1_steps(problems: int, digits: int, seed: int):
             carry = (x * d + carry) // 10
 
 
-def attend(step_model, codec, steps, count: int, query_of: str = "digit", top: int = 3) -> None:
+def attend(step_model, steps, count: int, query_of: str = "digit", top: int = 3) -> None:
     _eager(step_model.model)  # attention weights come from the eager implementation only
     for x, d, c, column, source, target in list(steps)[:count]:
-        prompt = codec.prompt_ids(source)
-        ids = prompt + codec.completion_ids(target)
-        positions = position_ids(ids, codec.scheme)
-        with torch.no_grad():
-            out = step_model.model(input_ids=torch.tensor([ids]), position_ids=torch.tensor([positions]),
-                                   output_attentions=True)
+        prompt_length, ids, positions, out = teacher_forced(step_model, source, target, True, ADAPTER)
         # the digit follows the command line's first `[OUTPUT] ` (the state line's is the first of all), the
         # carry its `[C] `: the query is the space before it
         mark = "[OUTPUT]" if query_of == "digit" else "[C]"
-        query = [j for j in range(len(prompt), len(ids)) if VOCAB[ids[j]] == mark][1] + 1
+        query = [j for j in range(prompt_length, len(ids)) if VOCAB[ids[j]] == mark][1] + 1
         predicted = VOCAB[int(out.logits[0, query].argmax())]
         print(f"== column {column}: x={x} d={d} c={c}, {query_of} {VOCAB[ids[query + 1]]!r}, predicted {predicted!r}; "
               f"query id {positions[query]}")
-        attention = torch.stack(out.attentions)[:, 0]  # layers, heads, queries, keys
-        for layer in range(attention.shape[0]):
-            for head in range(attention.shape[1]):
-                weights, keys = attention[layer, head, query].topk(top)
-                print(f"   L{layer}H{head}: " + ", ".join(
-                    f"{VOCAB[ids[k]]!r}@{positions[k]}{'c' if k >= len(prompt) else 'p'} {float(w):.2f}"
-                    for w, k in zip(weights, keys.tolist())))
+        print_heads(torch.stack(out.attentions)[:, 0], query, ids, positions, prompt_length, top)
 
 
 def main() -> None:
@@ -82,21 +71,16 @@ def main() -> None:
     args = parser.parse_args()
     step_model = load_step_model("tiny", args.checkpoints)
     step_model.activate(ADAPTER)
-    codec = step_model.codec_for(ADAPTER)
     if args.attend:
-        attend(step_model, codec, q1_steps(args.problems, args.digits, args.seed), args.attend, args.query)
+        attend(step_model, q1_steps(args.problems, args.digits, args.seed), args.attend, args.query)
         return
     by_value, by_column, by_triple, by_carry = (defaultdict(lambda: [0, 0]) for _ in range(4))
     first_wrong = Counter()
     total = wrong = 0
     for x, d, c, column, source, target in q1_steps(args.problems, args.digits, args.seed):
-        prompt = codec.prompt_ids(source)
-        ids = prompt + codec.completion_ids(target)
-        with torch.no_grad():
-            logits = step_model.model(input_ids=torch.tensor([ids]),
-                                      position_ids=torch.tensor([position_ids(ids, codec.scheme)])).logits[0]
-        predicted = logits.argmax(-1).tolist()
-        misses = [j for j in range(len(prompt), len(ids)) if predicted[j - 1] != ids[j]]
+        prompt_length, ids, _, out = teacher_forced(step_model, source, target, adapter=ADAPTER)
+        predicted = out.logits[0].argmax(-1).tolist()
+        misses = [j for j in range(prompt_length, len(ids)) if predicted[j - 1] != ids[j]]
         value = x * d + c
         for table, key in ((by_value, value), (by_column, column), (by_triple, (x, d, c)),
                            (by_carry, (column > 0, c))):
@@ -106,7 +90,7 @@ def main() -> None:
         if misses:
             wrong += 1
             j = misses[0]
-            context = "".join(VOCAB[i] for i in ids[max(len(prompt), j - 4):j])
+            context = "".join(VOCAB[i] for i in ids[max(prompt_length, j - 4):j])
             first_wrong[f"...{context!r}: {VOCAB[ids[j]]!r}->{VOCAB[predicted[j - 1]]!r}"] += 1
     print(f"{args.checkpoints}: {wrong} of {total} q1 steps with a mispredicted token")
     print("by x·d + c (steps, wrong): " + ", ".join(f"{v}:{n}/{w}" for v, (n, w) in sorted(by_value.items()) if w))

@@ -33,9 +33,9 @@ STATE_FIELDS = {3: "a", 4: "b", 5: "carry", 6: "output"}  # ADD's state line: "A
 _NEWLINE, _SPACE = TOKEN_ID["\n"], TOKEN_ID[" "]
 
 
-def teacher_forced(step_model, source: str, target: str, attentions: bool = False):
+def teacher_forced(step_model, source: str, target: str, attentions: bool = False, adapter: str = "executor_add"):
     """(prompt length, ids, position ids, model output) of one step with the machine's text fed in."""
-    codec = step_model.codec_for("executor_add")
+    codec = step_model.codec_for(adapter)
     prompt = codec.prompt_ids(source)
     ids = prompt + codec.completion_ids(target)
     positions = position_ids(ids, codec.scheme)
@@ -95,12 +95,17 @@ def attend(step_model, cell: str, problem: int, step: int, seed: int, top: int =
         print(f"-- {place(ids, prompt_length, j)}: after {context!r} expected {VOCAB[ids[j]]!r} "
               f"(p {float(p[ids[j]]):.3f}), predicted {VOCAB[int(p.argmax())]!r} (p {float(p.max()):.2f}); "
               f"query id {positions[query]}")
-        for layer in range(attention.shape[0]):
-            for head in range(attention.shape[1]):
-                weights, keys = attention[layer, head, query].topk(top)
-                described = ", ".join(f"{VOCAB[ids[k]]!r}@{positions[k]}{'c' if k >= prompt_length else 'p'} "
-                                      f"{float(w):.2f}" for w, k in zip(weights, keys.tolist()))
-                print(f"   L{layer}H{head}: {described}")
+        print_heads(attention, query, ids, positions, prompt_length, top)
+
+
+def print_heads(attention, query: int, ids: list[int], positions: list[int], prompt_length: int, top: int) -> None:
+    """Every head's `top` strongest keys at one query: token@position id, p(rompt) or c(ompletion), weight."""
+    for layer in range(attention.shape[0]):
+        for head in range(attention.shape[1]):
+            weights, keys = attention[layer, head, query].topk(top)
+            described = ", ".join(f"{VOCAB[ids[k]]!r}@{positions[k]}{'c' if k >= prompt_length else 'p'} "
+                                  f"{float(w):.2f}" for w, k in zip(weights, keys.tolist()))
+            print(f"   L{layer}H{head}: {described}")
 
 
 def cell_mass(step_model, cells: list[str], problems: int, step: int, seed: int) -> None:

@@ -165,34 +165,3 @@ def test_long_muls_reads_under_head2_have_the_read_cells_id(a, b):
             later = [p for _, p in start[k + 2:]] + [p for line in lines[3:] for field in line for _, p in field]
             assert read[1] not in later  # the callee's command is not hinted
     assert hinted_steps >= len(str(b)) and digit_mul_starts >= 1
-
-
-@pytest.mark.parametrize("a, d", [(946, 7), (5, 9), (10**15 + 99, 3), (12345678901234567890, 8)])
-def test_digit_muls_writes_have_the_id_of_the_cell_under_head1(a, d):
-    """DIGIT_MUL's command writes the carry and the product digit of a's cell just after HEAD1 (a cell that
-    moves every step). The queries of those two writes get that cell's id; the halt's command and every other
-    token keep theirs."""
-    hinted_steps = 0
-    for step, (prompt, completion) in enumerate(run("digit_mul", a, d).transitions()):
-        codec = CaefCodec("coupled-words")
-        prompt_ids, completion_ids = codec.prompt_ids(prompt), codec.completion_ids(completion)
-        positions = position_ids(prompt_ids + completion_ids, "coupled-words")
-        lines = [[]]  # the completion's fields (each ending with its separator), line by line
-        for field in _field_ids(completion):
-            lines[-1].append(field)
-            if field[-1][0] == "\n":
-                lines.append([])
-        a_field = lines[0][3]  # DIGIT_MUL, | q | (empty) | a | d | carry | output
-        at = [k for k, (name, _) in enumerate(a_field) if name == "[HEAD1]"][0]
-        command = [token for field in lines[1] for token in field]
-        if at + 1 < len(a_field) and a_field[at + 1][0].startswith("|"):
-            read = a_field[at + 1]  # the cell x, its id
-            assert read[0] == f"|{str(a)[::-1][step]}"
-            hinted = [k + 1 for k, (name, _) in enumerate(command[:-1]) if name in ("[C]", "[OUTPUT]")][:2]
-            assert [command[k] for k in hinted] == [(" ", read[1])] * 2
-            assert command[hinted[0] + 1][0] == str((int(read[0][1]) * d + int(lines[0][5][1][0])) // 10)
-            assert all(p != read[1] for k, (_, p) in enumerate(command) if k not in hinted)
-            hinted_steps += 1
-        else:  # the halt: HEAD1 past a, and every token of the command keeps its line's ids
-            assert command and all(p >= command[0][1] for _, p in command)
-    assert hinted_steps == len(str(a))

@@ -113,7 +113,6 @@ _LETTERS = frozenset(TOKEN_ID[c] for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijk
 # id, the token after `[` was copied from the id after it, and executor_long_div wrote `[EEM]` and `[NNG]`.
 _WORD_STARTS = _LETTERS | {TOKEN_ID["["]}
 _HEAD2, _CMD = TOKEN_ID["[HEAD2]"], TOKEN_ID["CMD"]
-_HEAD1, _CARRY, _OUTPUT = TOKEN_ID["[HEAD1]"], TOKEN_ID["[C]"], TOKEN_ID["[OUTPUT]"]
 
 
 class _Counter:
@@ -240,8 +239,8 @@ class HintCounter(ExpressionCounter):
 
 class WordCounter(HintCounter):
     """Scheme "coupled-words" (see the module's docstring): coupled-hints, with every token of a field
-    from its first letter, `_` or `[` token on in a place of its own, LONG_MUL's two reads under HEAD2 and
-    DIGIT_MUL's two reads under HEAD1 hinted. Holds only ints, strings and bools, as the counters it extends, so a shallow copy is an
+    from its first letter, `_` or `[` token on in a place of its own, and LONG_MUL's two reads under HEAD2
+    hinted. Holds only ints, strings and bools, as the counters it extends, so a shallow copy is an
     independent counter. Its adapters are the long route's, so aligner (I)'s hints follow LONG_MUL's and
     LONG_DIV's start states for `*` and `//`."""
 
@@ -257,21 +256,16 @@ class WordCounter(HintCounter):
         self.machine = ""  # the segment's first line's word: the machine whose state it is
         self.last_cell = -1  # id of the last cell of the segment's first line so far
         self.digit_read = -1  # id of the cell just before [HEAD2] in that line (-1: none)
-        self.head1_read = -1  # id of the cell just after [HEAD1] in that line (-1: none)
-        self.command_marks = set()  # the command line's marks whose write has been counted (DIGIT_MUL's)
 
     def next(self, token_id: int) -> int:
         previous = self.previous  # (ExpressionCounter's last token counted, before this one is)
         position = self._worded_next(token_id)
         if token_id in (SEP_ID, BOS_ID):
             self.completion, self.lines, self.line_word, self.machine = token_id == SEP_ID, 0, "", ""
-            self.last_cell = self.digit_read = self.head1_read = -1
-            self.command_marks = set()
+            self.last_cell = self.digit_read = -1
             return position
         if self.lines == 0 and token_id in _CELLS:
             self.last_cell = position
-            if previous == _HEAD1:
-                self.head1_read = position
         elif self.lines == 0 and token_id == _HEAD2:
             self.digit_read = self.last_cell
         if token_id in _SEPARATORS:
@@ -283,16 +277,6 @@ class WordCounter(HintCounter):
             hinted = (self.completion and self.machine == "LONG_MUL," and self.digit_read >= 0
                       and ((self.lines == 1 and previous == _CMD and self.line_word == "CMD")
                            or (self.lines == 2 and previous == _HEAD2 and self.line_word == "DIGIT_MUL, ")))
-            # DIGIT_MUL's command writes the new carry and the product digit, (x·d + c) // 10 and mod 10, where x
-            # is a's cell just after HEAD1 in the completion's state line, a cell that moves every step. The
-            # queries of those two writes (the space after the command's first `[C]` and first `[OUTPUT]`) get
-            # that cell's id, so x is read at offset 0 (d and c are the only cells of their fields); at the halt
-            # HEAD1 stands past a and nothing is hinted.
-            head1_hinted = (self.completion and self.machine == "DIGIT_MUL," and self.head1_read >= 0
-                            and self.lines == 1 and token_id == TOKEN_ID[" "] and previous in (_CARRY, _OUTPUT)
-                            and previous not in self.command_marks)
-            if head1_hinted:
-                self.command_marks.add(previous)
             self.last_cell = -1  # (a cell of the field before is not "just before HEAD2")
             if self.lines == 0 and not self.machine:
                 self.machine = self.line_word
@@ -300,7 +284,7 @@ class WordCounter(HintCounter):
                 self.lines, self.line_word = self.lines + 1, ""
             elif not self.line_word.endswith(" "):
                 self.line_word += " "  # the first field is done: nothing more is added to the line's word
-            return self.digit_read if hinted else self.head1_read if head1_hinted else position
+            return self.digit_read if hinted else position
         if not self.line_word.endswith(" "):
             self.line_word += VOCAB[token_id]
         return position

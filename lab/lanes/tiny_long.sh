@@ -16,11 +16,6 @@ case $lane in
   # round 3: round 2 missed only product digits under a right carry; half its draws take each of DIGIT_MUL's 450
   # (a's digit, the digit, carry) columns alike (--share column_sums, as SmolLM2's executor_add round 10 did ADD's)
   digit_mul_r3) args=(--adapter-init $pending --seed 3 --executors digit_mul --aligners '' --share column_sums=0.5,structured=0.2) ;;
-  # round 4 with DIGIT_MUL's reads under HEAD1 hinted (models/positions.py): rounds 2 and 3 wrote the product digit
-  # right at column 0 (a's first cell, a fixed id) in 100 of 100 steps and wrong at later columns in about half,
-  # the digit's query attending the prompt's last command rather than a's cell under HEAD1
-  digit_mul_r4) args=(--adapter-init work/tiny_digit_mul_r3 --seed 4 --executors digit_mul --aligners ''
-                      --share column_sums=0.3,structured=0.2) ;;
   # round 2 on Horner's layout: round 1 copied the tapes right and missed the names' spelling, b's digit under
   # HEAD2 and a's first cell in DIGIT_MUL's start (0/20 one-step), its loss still falling
   long_mul_r2) args=(--adapter-init $pending --seed 2 --executors long_mul --aligners '') ;;

@@ -173,6 +173,12 @@ case $lane in
   # cells, all at that step), a step round 1 took: equal pairs of the longest length again beside the runs
   eq_r5) args=(--lr 3e-4 --adapter-init work/smollm2_eq_r4 --seed 53 --executors eq --aligners '' --stage2-steps 200
                --share structured=0.35,same=0.25,near=0.1,top_runs=0.05,longest=0.3 --out work/smollm2_eq_r5) ;;
+  # executor_sub round 5, from round 2 (the pending one; rounds 3 and 4 were not taken): with executor_reflection round 3
+  # the repeated sub cells' misses are executor_sub's (9 of 14): its last step cutting a periodic difference short
+  # (`|0|1|0|1|0|1` for `|0|1|0|1|0|1|0|1|0|3`), and the step after REFLECTION returns a result shorter than a
+  # (99999999xx-99999999yy=, 3): returns half the draws, on structured operands and b's 9s on top
+  sub_r5) args=(--lr 5e-4 --adapter-init $pending --seed 54 --executors sub --aligners '' --stage2-steps 200
+                --share structured=0.45,nines=0.2,near=0.05,same=0.05,returns=0.5 --out work/smollm2_sub_r5) ;;
   *) echo "no lane $lane (the lanes: lab/lanes/README.md)" >&2; exit 2 ;;
 esac
 caef-bench train --preset smollm2 --base smollm2-135m --eval-per-cell 50 --stage1-steps 0 "${args[@]}" >> "work/$lane.log" 2>&1

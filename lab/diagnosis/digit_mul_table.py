@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import random
 from collections import Counter, defaultdict
+from itertools import islice
 
 import torch
 
@@ -48,7 +49,7 @@ def q1_steps(problems: int, digits: int, seed: int):
 
 def attend(step_model, steps, count: int, query_of: str = "digit", top: int = 3) -> None:
     _eager(step_model.model)  # attention weights come from the eager implementation only
-    for x, d, c, column, source, target in list(steps)[:count]:
+    for x, d, c, column, source, target in islice(steps, count):
         prompt_length, ids, positions, out = teacher_forced(step_model, source, target, True, ADAPTER)
         # the digit follows the command line's first `[OUTPUT] ` (the state line's is the first of all), the
         # carry its `[C] `: the query is the space before it

@@ -81,7 +81,8 @@ def main() -> None:
     if args.all_steps:
         steps = {args.all_steps: every_step_of(records, args.all_steps)}
         if args.only:
-            steps[args.all_steps] = [row for row in steps[args.all_steps] if row[0] in args.only.split(",")]
+            only = set(args.only.split(","))
+            steps[args.all_steps] = [row for row in steps[args.all_steps] if row[0] in only]
         print(f"{len(steps[args.all_steps])} steps of {args.all_steps} on the machine's course")
     else:
         steps = broken_steps(failed)

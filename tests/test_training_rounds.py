@@ -409,3 +409,22 @@ def test_run_lengths_pass_over_mul_and_change_no_draw_at_zero():
     assert "run_lengths" not in mix.applying("aligner", "mul", {"run_lengths": 0.3})
     assert MachineSource([("aligner", "gt")], max_len=10, seed=0, mix={"run_lengths": 0.0, "structured": 0.5}).batch(2, 8) \
         == MachineSource([("aligner", "gt")], max_len=10, seed=0, mix={"structured": 0.5}).batch(2, 8)
+
+
+def test_sub_results_draw_subs_last_step_on_differences_of_every_length():
+    from collections import Counter
+
+    from caef_bench.machines import run
+    from caef_bench.train import mix
+    from caef_bench.train.sources import MachineSource
+
+    samples = MachineSource([("executor", "sub")], max_len=10, seed=3, mix={"sub_results": 1.0}).batch(0, 400)
+    pairs = [(int(s["meta"]["a"]), int(s["meta"]["b"])) for s in samples]
+    assert all(s["meta"]["sub_results"] for s in samples) and all(a >= b for a, b in pairs)
+    for sample, (a, b) in zip(samples[:30], pairs):  # the halt step: LEFT_MASK's result copied
+        machine_run = run("sub", a, b)
+        assert (sample["prompt"], sample["completion"]) == machine_run.transition(len(machine_run) - 1)
+        assert sample["completion"].startswith("SUB, qH")
+    sizes = Counter(len(str(a - b)) for a, b in pairs if len(str(a)) == 10)
+    assert set(sizes) == set(range(1, 11)) and min(sizes.values()) >= 5  # short differences of a long a too
+    assert "sub_results" not in mix.applying("executor", "add", {"sub_results": 0.3})

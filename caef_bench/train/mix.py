@@ -76,6 +76,8 @@ SHARES = {share.name: share for share in (
           "two runs of one digit or round numbers of lengths one apart (1000000000>999999999=), executors and aligners"),
     Share("column_sums", "draws", _executors(("add", "digit_mul")),
           "ADD's steps on each of the 200 (digit, digit, carry) columns alike (DIGIT_MUL's on its 450)"),
+    Share("sub_results", "draws", _executors(("sub",)),
+          "SUB's last step (LEFT_MASK's result copied) on differences of every length 1..a's alike"),
     # operand kinds of the protocol's draw (what is left of the draws: random operands)
     Share("structured", "draws", lambda kind, op: True,
           "structured operands: runs of one digit, round numbers, periodic patterns, a == b, ... (data.structured)"),
@@ -97,7 +99,8 @@ SHARES = {share.name: share for share in (
           "structured operands, half at any step (and SUB's draws take both its ADD calls)"),
 )}
 SAMPLERS = ("nines", "top_steps", "wide", "sub_calls", "deciding_steps", "top_runs", "carry_runs", "composer_calls",
-            "carry_in", "carry_to_ten", "long_calls", "count_calls", "structured_calls", "run_lengths", "column_sums")
+            "carry_in", "carry_to_ten", "long_calls", "count_calls", "structured_calls", "run_lengths", "column_sums",
+            "sub_results")
 OPERANDS = ("structured", "same", "near")
 LENGTHS = ("equal", "short", "long")
 

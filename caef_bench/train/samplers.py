@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 from typing import Callable
 
-from caef_bench.data.structured import replace_digit, structured_pair
+from caef_bench.data.structured import any_operand, replace_digit, structured_pair
 from caef_bench.data.testsets import render_expr
 from caef_bench.data.training import draw_operands, expression, nines_on_top
 from caef_bench.machines import OPERATIONS, run
@@ -404,10 +404,40 @@ def run_lengths(source, kind: str, op: str, rng: random.Random, longest: int | N
     return source.transition(op, machine_run, source.edge_step(rng, len(machine_run) - 1), meta)
 
 
+def difference_pair(rng: random.Random, length: int, size: int) -> tuple[int, int]:
+    """A subtraction a - b with a of `length` digits and a difference of `size` (<= length), half of the
+    differences structured (data.structured.any_operand), half random digits."""
+    if rng.random() < 0.5:
+        difference = int(any_operand(rng, size))
+    else:
+        difference = rng.randrange(10 ** (size - 1) if size > 1 else 0, 10 ** size)
+    a = rng.randint(max(10 ** (length - 1), difference), 10 ** length - 1)
+    return a, a - difference
+
+
+def sub_results(source, kind: str, op: str, rng: random.Random, longest: int | None, chances) -> dict:
+    """SUB's last step, which copies LEFT_MASK's result into its halt state, on differences of every length
+    from 1 to a's alike, half of them structured (runs of one digit, periodic, round numbers); a is of the
+    longest length half the time. Two random n-digit operands differ by an n-digit number nine times in
+    ten, so the protocol's draw seldom asks this copy to stop early; SmolLM2's executor_sub, whose position
+    ids do not count cells, cut a periodic difference (`10101010`) short there, and rounds that drew more
+    of the step in whole runs cut random ones."""
+    top = max(max(cls) for cls in source.classes("sub", longest, "all"))
+
+    def draw() -> tuple[int, int]:
+        length = top if rng.random() < 0.5 else rng.randint(1, top)
+        return difference_pair(rng, length, rng.randint(1, length))
+
+    a, b = _unexcluded(source, "sub", draw)
+    machine_run = run("sub", a, b)
+    meta = {"kind": kind, "op": op, "a": str(a), "b": str(b), "sub_results": True}
+    return source.transition(op, machine_run, len(machine_run) - 1, meta)
+
 # Each sampler by its share's name (train.mix.SHARES says which executors it draws for and what of),
 # in the order an adapter's draw rolls for them: the shipped draws depend on it.
 REGISTRY: dict[str, Callable[..., dict]] = {
     "nines": nines, "top_steps": top_steps, "wide": wide, "sub_calls": sub_calls, "deciding_steps": deciding_steps,
     "top_runs": top_runs, "carry_runs": carry_runs, "composer_calls": composer_calls, "carry_in": carry_in,
     "carry_to_ten": carry_to_ten, "long_calls": long_calls, "count_calls": count_calls,
-    "structured_calls": structured_calls, "run_lengths": run_lengths, "column_sums": column_sums}
+    "structured_calls": structured_calls, "run_lengths": run_lengths, "column_sums": column_sums,
+    "sub_results": sub_results}

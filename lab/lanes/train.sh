@@ -179,6 +179,11 @@ case $lane in
   # (99999999xx-99999999yy=, 3): returns half the draws, on structured operands and b's 9s on top
   sub_r5) args=(--lr 5e-4 --adapter-init $pending --seed 54 --executors sub --aligners '' --stage2-steps 200
                 --share structured=0.45,nines=0.2,near=0.05,same=0.05,returns=0.5 --out work/smollm2_sub_r5) ;;
+  # executor_sub round 6, from round 2 (the pending one): SUB's last step by itself, on differences of every length
+  # from 1 to a's alike (sub_results 0.4; rounds 3-5 drew it only in whole runs and each cut LEFT_MASK's result
+  # short somewhere), beside the steps that read a callee's halt and b's 9s on top
+  sub_r6) args=(--lr 5e-4 --adapter-init $pending --seed 55 --executors sub --aligners '' --stage2-steps 200
+                --share sub_results=0.4,nines=0.1,structured=0.3,near=0.05,same=0.05,returns=0.4 --out work/smollm2_sub_r6) ;;
   *) echo "no lane $lane (the lanes: lab/lanes/README.md)" >&2; exit 2 ;;
 esac
 caef-bench train --preset smollm2 --base smollm2-135m --eval-per-cell 50 --stage1-steps 0 "${args[@]}" >> "work/$lane.log" 2>&1

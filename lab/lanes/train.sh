@@ -136,7 +136,7 @@ case $lane in
   # aligner_mul round 2 on runs of one digit (5555555555*9= read back as 555555555*9= from its halt state)
   aligner_mul_runs) args=(--lr 5e-4 --adapter-init $pending --seed 45 --executors '' --aligners mul --stage2-steps 200
                           --share structured=0.5 --out work/smollm2_aligner_mul_r2) ;;
-  # aligner_sub round 3, from round 1 (the pending one; round 2 was lost with its machine before it was screened; 2-3% of
+  # aligner_sub round 3, from round 1 (the pending one; round 2, screened and not taken, is gone with its machine's work/; 2-3% of
   # aligner (O)'s structured cases wrong in both rounds: a digit of a run or of a round number more or less): more
   # structured operands, longer
   aligner_sub_r3) args=(--lr 5e-4 --adapter-init $pending --seed 46 --executors '' --aligners sub

@@ -19,7 +19,7 @@ case $lane in
   # a fresh LoRA of rank 64 (the preset's is 16): rounds 2-4 at rank 16 wrote about half the product digits after
   # column 0 wrong under a right carry, the loss still falling; the times table and the read of a's cell are all
   # this adapter learns, and the tiny base was never pre-trained on DIGIT_MUL
-  digit_mul_rank64) args=(--seed 5 --executors digit_mul --aligners '' --set lora_r=64,lora_alpha=128
+  digit_mul_rank64) args=(--seed 5 --executors digit_mul --aligners '' --lora-r 64 --lora-alpha 128
                           --share column_sums=0.5,structured=0.2) ;;
   # round 2 on Horner's layout: round 1 copied the tapes right and missed the names' spelling, b's digit under
   # HEAD2 and a's first cell in DIGIT_MUL's start (0/20 one-step), its loss still falling

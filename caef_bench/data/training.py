@@ -105,16 +105,17 @@ def class_size(op: str, cls: tuple[int, int], config: BuildConfig) -> int:
     return size
 
 
-def _digits(rng: random.Random, n: int) -> int:
+def random_number(rng: random.Random, n: int) -> int:
+    """A uniformly random number of n digits (0-9 for one)."""
     return rng.randrange(10 ** (n - 1) if n > 1 else 0, 10**n)
 
 
 def draw_operands(op: str, cls: tuple[int, int], rng: random.Random, equal: bool = False) -> tuple[int, int | None]:
     la, lb = cls
     if op in ("mul", "digit_mul"):
-        return _digits(rng, la), lb
+        return random_number(rng, la), lb
     if op == "div":
-        divisor = max(1, _digits(rng, la))
+        divisor = max(1, random_number(rng, la))
         return divisor * lb + rng.randrange(divisor), divisor
     if op == "left_mask":
         # Half in SUB's shape (a 1 over the difference's digits), half any number. Of SUB's shape,
@@ -122,18 +123,18 @@ def draw_operands(op: str, cls: tuple[int, int], rng: random.Random, equal: bool
         # in SUB, yet drawn by chance only 1 time in 10 per zero).
         roll = rng.random()
         if roll >= 0.5 or la == 1:
-            return (_digits(rng, la) if roll >= 0.5 else 1), None
+            return (random_number(rng, la) if roll >= 0.5 else 1), None
         zeros = rng.randint(1, la - 1) if roll < 0.25 else 0
         return 10 ** (la - 1) + rng.randrange(10 ** (la - 1 - zeros)), None
     if op == "reflection":
-        return 10**la - 1, _digits(rng, lb)
+        return 10**la - 1, random_number(rng, lb)
     if op == "long_div":
-        a = _digits(rng, la)
-        return (a, a) if equal else (a, max(1, _digits(rng, lb)))
-    a = _digits(rng, la)
+        a = random_number(rng, la)
+        return (a, a) if equal else (a, max(1, random_number(rng, lb)))
+    a = random_number(rng, la)
     if equal:
         return a, a
-    b = _digits(rng, lb)
+    b = random_number(rng, lb)
     if op == "sub" and a < b:  # same length: keep the result non-negative
         a, b = b, a
     return a, b

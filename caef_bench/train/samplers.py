@@ -17,7 +17,7 @@ from typing import Callable
 
 from caef_bench.data.structured import any_operand, replace_digit, structured_pair
 from caef_bench.data.testsets import render_expr
-from caef_bench.data.training import draw_operands, expression, nines_on_top
+from caef_bench.data.training import draw_operands, expression, nines_on_top, random_number
 from caef_bench.machines import OPERATIONS, run
 from caef_bench.train.mix import CALLERS, COUNT_CALLERS, LONG_CALLERS, STRUCTURED_CALLERS
 
@@ -410,7 +410,7 @@ def difference_pair(rng: random.Random, length: int, size: int) -> tuple[int, in
     if rng.random() < 0.5:
         difference = int(any_operand(rng, size))
     else:
-        difference = rng.randrange(10 ** (size - 1) if size > 1 else 0, 10 ** size)
+        difference = random_number(rng, size)
     a = rng.randint(max(10 ** (length - 1), difference), 10 ** length - 1)
     return a, a - difference
 
@@ -432,6 +432,7 @@ def sub_results(source, kind: str, op: str, rng: random.Random, longest: int | N
     machine_run = run("sub", a, b)
     meta = {"kind": kind, "op": op, "a": str(a), "b": str(b), "sub_results": True}
     return source.transition(op, machine_run, len(machine_run) - 1, meta)
+
 
 # Each sampler by its share's name (train.mix.SHARES says which executors it draws for and what of),
 # in the order an adapter's draw rolls for them: the shipped draws depend on it.

@@ -428,3 +428,48 @@ def test_sub_results_draw_subs_last_step_on_differences_of_every_length():
     sizes = Counter(len(str(a - b)) for a, b in pairs if len(str(a)) == 10)
     assert set(sizes) == set(range(1, 11)) and min(sizes.values()) >= 5  # short differences of a long a too
     assert "sub_results" not in mix.applying("executor", "add", {"sub_results": 0.3})
+
+
+def test_div_runs_draw_div_on_divisors_with_an_inner_run_and_its_calls():
+    import random
+    import re
+
+    from caef_bench.machines import run
+    from caef_bench.train import mix
+    from caef_bench.train.samplers import inner_run
+    from caef_bench.train.sources import MachineSource
+
+    rng = random.Random(0)
+    for n in range(4, 11):
+        for _ in range(50):
+            digits = inner_run(rng, n)
+            assert len(digits) == n and digits[0] != "0"
+            assert re.search(r"(\d)\1\1", digits)  # a run of 3 or more
+    samples = MachineSource([("executor", "div")], max_len=10, seed=5, mix={"div_runs": 1.0}).batch(0, 300)
+    assert all(s["meta"]["div_runs"] for s in samples)
+    returns = 0
+    for sample in samples:
+        a, b = int(sample["meta"]["a"]), int(sample["meta"]["b"])
+        machine_run = run("div", a, b)
+        assert machine_run.transition(sample["meta"]["step"]) == (sample["prompt"], sample["completion"])
+        returns += sample["meta"]["step"] in [step for step, _ in machine_run.calls()]
+    assert returns >= 120  # about half the draws read a callee's halt
+    calls = MachineSource([("executor", "gt")], max_len=10, seed=5, mix={"div_runs": 1.0}).batch(0, 50)
+    assert all(s["meta"]["caller"] == "div" and s["prompt"].startswith("GREATER_THAN") for s in calls)
+    assert "div_runs" not in mix.applying("executor", "sub", {"div_runs": 0.3})
+
+
+def test_a_nines_draw_sub_on_an_a_ending_in_nines_half_at_its_call_of_reflection():
+    from caef_bench.machines import run
+    from caef_bench.train.sources import MachineSource
+
+    samples = MachineSource([("executor", "sub")], max_len=10, seed=7, mix={"a_nines": 1.0}).batch(0, 200)
+    calls = 0
+    for sample in samples:
+        a, b = int(sample["meta"]["a"]), int(sample["meta"]["b"])
+        assert sample["meta"]["a_nines"] and a % 10 == 9 and 0 <= b <= a
+        assert run("sub", a, b).transition(sample["meta"]["step"]) == (sample["prompt"], sample["completion"])
+        calls += sample["meta"]["step"] == 0 and "REFLECTION, q0, [HEAD1] |9" in sample["completion"]
+    assert 70 <= calls <= 130
+    nines = {len(s["meta"]["a"]) - len(s["meta"]["a"].rstrip("9")) for s in samples}
+    assert {1, 5, 9, 10} <= nines

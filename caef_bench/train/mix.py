@@ -78,6 +78,9 @@ SHARES = {share.name: share for share in (
           "ADD's steps on each of the 200 (digit, digit, carry) columns alike (DIGIT_MUL's on its 450)"),
     Share("sub_results", "draws", _executors(("sub",)),
           "SUB's last step (LEFT_MASK's result copied) on differences of every length 1..a's alike"),
+    Share("div_runs", "draws", _executors(("div", "add", "gt")),
+          "DIV on a divisor with a run inside random digits (its counts hold runs): its steps and its calls'"),
+    Share("a_nines", "draws", _executors(("sub",)), "SUB on an a ending in 9s, half at its call of REFLECTION"),
     # operand kinds of the protocol's draw (what is left of the draws: random operands)
     Share("structured", "draws", lambda kind, op: True,
           "structured operands: runs of one digit, round numbers, periodic patterns, a == b, ... (data.structured)"),
@@ -100,7 +103,7 @@ SHARES = {share.name: share for share in (
 )}
 SAMPLERS = ("nines", "top_steps", "wide", "sub_calls", "deciding_steps", "top_runs", "carry_runs", "composer_calls",
             "carry_in", "carry_to_ten", "long_calls", "count_calls", "structured_calls", "run_lengths", "column_sums",
-            "sub_results")
+            "sub_results", "div_runs", "a_nines")
 OPERANDS = ("structured", "same", "near")
 LENGTHS = ("equal", "short", "long")
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 from typing import Callable
 
-from caef_bench.data.structured import any_operand, replace_digit, structured_pair
+from caef_bench.data.structured import any_operand, random_digits, replace_digit, structured_pair
 from caef_bench.data.testsets import render_expr
 from caef_bench.data.training import draw_operands, expression, nines_on_top, random_number
 from caef_bench.machines import OPERATIONS, run
@@ -434,6 +434,70 @@ def sub_results(source, kind: str, op: str, rng: random.Random, longest: int | N
     return source.transition(op, machine_run, len(machine_run) - 1, meta)
 
 
+def inner_run(rng: random.Random, n: int) -> str:
+    """n digits holding a run of one digit, 3 to n - 1 long, among random digits (`276333338`); fewer than 4
+    digits: any structured or random operand (data.structured.any_operand)."""
+    if n < 4:
+        return any_operand(rng, n)
+    length = rng.randint(3, n - 1)
+    start = rng.randint(0, n - length)
+    digit = rng.choice("123456789" if start == 0 else "0123456789")  # a run on top is not zeros
+    digits = random_digits(rng, start) + digit * length + random_digits(rng, n - start - length)
+    return str(rng.randint(1, 9)) + digits[1:] if digits[0] == "0" else digits
+
+
+def div_runs(source, kind: str, op: str, rng: random.Random, longest: int | None, chances) -> dict:
+    """DIV on a divisor with a run of one digit among random digits, whose every multiple (DIV's count) holds
+    a run too (4 x 276388760 = 1105555040): executor_div's steps, half of them those reading a callee's
+    halt, where it copies the count into its next call; or a step of DIV's ADD and GREATER_THAN calls.
+    SmolLM2's executor_div copied such a count a 5 short into GREATER_THAN's start
+    (`2626635685//276388760=`); a run inside random digits is in neither the random draws nor the
+    structured ones (whose runs cover at least half an operand)."""
+
+    def draw(cls: tuple[int, int]) -> tuple[int, int]:
+        digits, quotient = cls
+        divisor = max(1, int(inner_run(rng, digits)))  # a one-digit draw may be 0
+        return divisor * quotient + rng.randrange(divisor), divisor
+
+    if op != "div":
+        return _a_call_step(source, op, "div", rng, longest, draw, div_runs=True)
+    allowed = source.classes("div", longest)
+    a, b = _unexcluded(source, "div", lambda: draw(rng.choice(allowed)))
+    machine_run = run("div", a, b)
+    returns = [call_step for call_step, _ in machine_run.calls()]
+    step = rng.choice(returns) if returns and rng.random() < 0.5 else source.edge_step(rng, len(machine_run) - 1)
+    meta = {"kind": kind, "op": op, "a": str(a), "b": str(b), "div_runs": True}
+    return source.transition(op, machine_run, step, meta)
+
+
+def nines_below(rng: random.Random, length: int, nines: int) -> int:
+    """A number of `length` digits whose last `nines` digits are 9s and whose digit above them (if any) is not."""
+    if nines == length:
+        return int("9" * nines)
+    above = str(rng.randint(1, 9)) if nines == length - 1 else \
+        str(rng.randint(1, 9)) + "".join(str(rng.randrange(10)) for _ in range(length - nines - 2)) + str(rng.randrange(9))
+    return int(above + "9" * nines)
+
+
+def a_nines(source, kind: str, op: str, rng: random.Random, longest: int | None, chances) -> dict:
+    """SUB on an a whose last 1 to all its digits are 9s (`8348599999`), b random below it; half of them at
+    SUB's step into its call of REFLECTION, whose first tape is a field of 9s as long as a. SUB's tape holds a
+    reversed, so those 9s open it, and a copy of a passes for the field for as many cells: SmolLM2's executor_sub
+    copied a there (`24099-12071=`; 18 of 60 such steps with 4-7 9s wrong, lab/diagnosis/sub_first_call.py)."""
+    top = max(max(cls) for cls in source.classes("sub", longest, "all"))
+
+    def draw() -> tuple[int, int]:
+        length = top if rng.random() < 0.5 else rng.randint(2, top)
+        a = nines_below(rng, length, rng.randint(1, length))
+        return a, rng.randint(0, a)
+
+    a, b = _unexcluded(source, "sub", draw)
+    machine_run = run("sub", a, b)
+    step = 0 if rng.random() < 0.5 else source.edge_step(rng, len(machine_run) - 1)
+    meta = {"kind": kind, "op": op, "a": str(a), "b": str(b), "a_nines": True}
+    return source.transition(op, machine_run, step, meta)
+
+
 # Each sampler by its share's name (train.mix.SHARES says which executors it draws for and what of),
 # in the order an adapter's draw rolls for them: the shipped draws depend on it.
 REGISTRY: dict[str, Callable[..., dict]] = {
@@ -441,4 +505,4 @@ REGISTRY: dict[str, Callable[..., dict]] = {
     "top_runs": top_runs, "carry_runs": carry_runs, "composer_calls": composer_calls, "carry_in": carry_in,
     "carry_to_ten": carry_to_ten, "long_calls": long_calls, "count_calls": count_calls,
     "structured_calls": structured_calls, "run_lengths": run_lengths, "column_sums": column_sums,
-    "sub_results": sub_results}
+    "sub_results": sub_results, "div_runs": div_runs, "a_nines": a_nines}

@@ -185,6 +185,17 @@ case $lane in
   # short somewhere), beside the steps that read a callee's halt and b's 9s on top
   sub_r6) args=(--lr 5e-4 --adapter-init $pending --seed 55 --executors sub --aligners '' --stage2-steps 200
                 --share sub_results=0.4,nines=0.1,structured=0.3,near=0.05,same=0.05,returns=0.4 --out work/smollm2_sub_r6) ;;
+  # executor_div round 4, from round 2 (the pending one; round 3, structured 0.7, not taken): DIV on divisors with a run
+  # inside random digits, whose counts hold runs (it copied 1105555040 a 5 short into GREATER_THAN's start), half at
+  # the steps reading a callee's halt; structured operands and returns beside
+  div_r4) args=(--lr 5e-4 --adapter-init $pending --seed 57 --executors div --aligners '' --stage2-steps 200
+                --share div_runs=0.4,structured=0.3,returns=0.3 --out work/smollm2_div_r4) ;;
+  # executor_sub round 7, from round 6 (the pending one): SUB on an a ending in 9s, half at its call of REFLECTION (it
+  # copied a for the field of 9s: 18 of 60 such steps with 4-7 9s wrong, sub_5's `24099-12071=`), beside round 6's last
+  # step and the steps reading a callee's halt (a LEFT_MASK start copied a 0 short in `1000000047-1000000016=`)
+  sub_r7) args=(--lr 5e-4 --adapter-init $pending --seed 58 --executors sub --aligners '' --stage2-steps 200
+                --share a_nines=0.3,sub_results=0.25,nines=0.1,structured=0.3,near=0.05,same=0.05,returns=0.4
+                --out work/smollm2_sub_r7) ;;
   *) echo "no lane $lane (the lanes: lab/lanes/README.md)" >&2; exit 2 ;;
 esac
 caef-bench train --preset smollm2 --base smollm2-135m --eval-per-cell 50 --stage1-steps 0 "${args[@]}" >> "work/$lane.log" 2>&1

@@ -479,22 +479,27 @@ def nines_below(rng: random.Random, length: int, nines: int) -> int:
     return int(above + "9" * nines)
 
 
-def a_nines(source, kind: str, op: str, rng: random.Random, longest: int | None, chances) -> dict:
-    """SUB on an a whose last 1 to all its digits are 9s (`8348599999`), b random below it; half of them at
-    SUB's step into its call of REFLECTION, whose first tape is a field of 9s as long as a. SUB's tape holds a
-    reversed, so those 9s open it, and a copy of a passes for the field for as many cells: SmolLM2's executor_sub
-    copied a there (`24099-12071=`; 18 of 60 such steps with 4-7 9s wrong, lab/diagnosis/sub_first_call.py)."""
+def low_nines(source, kind: str, op: str, rng: random.Random, longest: int | None, chances) -> dict:
+    """SUB on an a, or (half of them) a b, whose last 1 to all of its digits are 9s (`8348599999`), the other
+    operand random; half of them at SUB's step into its call of REFLECTION, whose first tape is a field of 9s
+    as long as a. SUB's tapes hold a and b reversed, so those 9s open one of them, and a copy of it passes for
+    the field for as many cells: SmolLM2's executor_sub copied a there (`24099-12071=`; 17 of 90 such steps
+    wrong, lab/diagnosis/sub_first_call.py) and b (`9984572607-7716645899=`)."""
     top = max(max(cls) for cls in source.classes("sub", longest, "all"))
 
     def draw() -> tuple[int, int]:
         length = top if rng.random() < 0.5 else rng.randint(2, top)
-        a = nines_below(rng, length, rng.randint(1, length))
-        return a, rng.randint(0, a)
+        if rng.random() < 0.5:
+            a = nines_below(rng, length, rng.randint(1, length))
+            return a, rng.randint(0, a)
+        b_length = rng.randint(1, length)
+        b = nines_below(rng, b_length, rng.randint(1, b_length))
+        return rng.randint(max(b, 10 ** (length - 1)), 10 ** length - 1), b
 
     a, b = _unexcluded(source, "sub", draw)
     machine_run = run("sub", a, b)
     step = 0 if rng.random() < 0.5 else source.edge_step(rng, len(machine_run) - 1)
-    meta = {"kind": kind, "op": op, "a": str(a), "b": str(b), "a_nines": True}
+    meta = {"kind": kind, "op": op, "a": str(a), "b": str(b), "low_nines": True}
     return source.transition(op, machine_run, step, meta)
 
 
@@ -505,4 +510,4 @@ REGISTRY: dict[str, Callable[..., dict]] = {
     "top_runs": top_runs, "carry_runs": carry_runs, "composer_calls": composer_calls, "carry_in": carry_in,
     "carry_to_ten": carry_to_ten, "long_calls": long_calls, "count_calls": count_calls,
     "structured_calls": structured_calls, "run_lengths": run_lengths, "column_sums": column_sums,
-    "sub_results": sub_results, "div_runs": div_runs, "a_nines": a_nines}
+    "sub_results": sub_results, "div_runs": div_runs, "low_nines": low_nines}

@@ -190,11 +190,11 @@ case $lane in
   # the steps reading a callee's halt; structured operands and returns beside
   div_r4) args=(--lr 5e-4 --adapter-init $pending --seed 57 --executors div --aligners '' --stage2-steps 200
                 --share div_runs=0.4,structured=0.3,returns=0.3 --out work/smollm2_div_r4) ;;
-  # executor_sub round 7, from round 6 (the pending one): SUB on an a ending in 9s, half at its call of REFLECTION (it
-  # copied a for the field of 9s: 18 of 60 such steps with 4-7 9s wrong, sub_5's `24099-12071=`), beside round 6's last
+  # executor_sub round 7, from round 6 (the pending one): SUB on an a or b ending in 9s, half at its call of REFLECTION (it
+  # copied a or b for the field of 9s: 17 of 90 such steps wrong, sub_5's `24099-12071=`), beside round 6's last
   # step and the steps reading a callee's halt (a LEFT_MASK start copied a 0 short in `1000000047-1000000016=`)
   sub_r7) args=(--lr 5e-4 --adapter-init $pending --seed 58 --executors sub --aligners '' --stage2-steps 200
-                --share a_nines=0.25,sub_results=0.2,nines=0.1,structured=0.25,near=0.05,same=0.05,returns=0.4
+                --share low_nines=0.25,sub_results=0.2,nines=0.1,structured=0.25,near=0.05,same=0.05,returns=0.4
                 --out work/smollm2_sub_r7) ;;
   *) echo "no lane $lane (the lanes: lab/lanes/README.md)" >&2; exit 2 ;;
 esac

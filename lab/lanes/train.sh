@@ -196,6 +196,10 @@ case $lane in
   sub_r7) args=(--lr 5e-4 --adapter-init $pending --seed 58 --executors sub --aligners '' --stage2-steps 200
                 --share low_nines=0.25,sub_results=0.2,nines=0.1,structured=0.25,near=0.05,same=0.05,returns=0.4
                 --out work/smollm2_sub_r7) ;;
+  # aligner_sub round 4, from round 1 (the pending one; round 3, on runs 0.9 of its draws, traded runs for random digits):
+  # random operands most of the draws again, runs beside; both rounds' misses are two digits swapped at the halt
+  aligner_sub_r4) args=(--lr 3e-4 --adapter-init $pending --seed 59 --executors '' --aligners sub --stage2-steps 250
+                        --share run_lengths=0.1,structured=0.2,same=0.05,near=0.1,longest=0.2 --out work/smollm2_aligner_sub_r4) ;;
   *) echo "no lane $lane (the lanes: lab/lanes/README.md)" >&2; exit 2 ;;
 esac
 caef-bench train --preset smollm2 --base smollm2-135m --eval-per-cell 50 --stage1-steps 0 "${args[@]}" >> "work/$lane.log" 2>&1

@@ -200,6 +200,12 @@ case $lane in
   # random operands most of the draws again, runs beside; both rounds' misses are two digits swapped at the halt
   aligner_sub_r4) args=(--lr 3e-4 --adapter-init $pending --seed 59 --executors '' --aligners sub --stage2-steps 250
                         --share run_lengths=0.1,structured=0.2,same=0.05,near=0.1,longest=0.2 --out work/smollm2_aligner_sub_r4) ;;
+  # executor_gt round 8, from round 7 (the pending one): DIV's comparisons of a count with a, on random operands most of
+  # the draws (div_1_10's runs broke twice in executor_gt, each a cell of the count under HEAD1's left rewritten:
+  # `60175708519//9605089232=` step 74, `6835306859//546031730=` step 215), beside runs inside the divisor
+  gt_r8) args=(--lr 3e-4 --adapter-init $pending --seed 60 --executors gt --aligners '' --stage2-steps 250 --set max_len=12
+               --share composer_calls=0.4,div_runs=0.15,structured_calls=0.15,structured=0.1,near=0.05,same=0.05
+               --out work/smollm2_gt_r8) ;;
   *) echo "no lane $lane (the lanes: lab/lanes/README.md)" >&2; exit 2 ;;
 esac
 caef-bench train --preset smollm2 --base smollm2-135m --eval-per-cell 50 --stage1-steps 0 "${args[@]}" >> "work/$lane.log" 2>&1

@@ -206,6 +206,12 @@ case $lane in
   gt_r8) args=(--lr 3e-4 --adapter-init $pending --seed 60 --executors gt --aligners '' --stage2-steps 250 --set max_len=12
                --share composer_calls=0.4,div_runs=0.15,structured_calls=0.15,structured=0.1,near=0.05,same=0.05
                --out work/smollm2_gt_r8) ;;
+  # executor_sub round 8, from round 7 (the pending one): round 7 copies a wrong into SUB's call of ADD where a is a round
+  # number and b a digit over a run of 9s, so that REFLECTION's result equals a (`5000000000-4999999999=`, 3 of 10 such
+  # pairs; round 6: 0): runs and round numbers of lengths one apart or one (run_lengths) beside round 7's shares
+  sub_r8) args=(--lr 3e-4 --adapter-init $pending --seed 61 --executors sub --aligners '' --stage2-steps 200
+                --share run_lengths=0.2,low_nines=0.15,sub_results=0.15,structured=0.25,nines=0.05,near=0.05,same=0.05,returns=0.4
+                --out work/smollm2_sub_r8) ;;
   *) echo "no lane $lane (the lanes: lab/lanes/README.md)" >&2; exit 2 ;;
 esac
 caef-bench train --preset smollm2 --base smollm2-135m --eval-per-cell 50 --stage1-steps 0 "${args[@]}" >> "work/$lane.log" 2>&1

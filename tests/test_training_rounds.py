@@ -436,7 +436,7 @@ def test_div_runs_draw_div_on_divisors_with_an_inner_run_and_its_calls():
 
     from caef_bench.machines import run
     from caef_bench.train import mix
-    from caef_bench.train.samplers import inner_run
+    from caef_bench.data.structured import inner_run
     from caef_bench.train.sources import MachineSource
 
     rng = random.Random(0)

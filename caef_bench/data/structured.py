@@ -65,6 +65,16 @@ def digit_run(rng: random.Random, n: int) -> str:
     return _valid(random_digits(rng, offset) + digit * length + random_digits(rng, n - offset - length), rng)
 
 
+def inner_run(rng: random.Random, n: int) -> str:
+    """n digits holding a run of one digit, 3 to n - 1 long, among random digits (`276333338`); a run on top
+    is not of 0s. Fewer than 4 digits: any structured or random operand (any_operand)."""
+    if n < 4:
+        return any_operand(rng, n)
+    length = rng.randint(3, n - 1)
+    start = rng.randint(0, n - length)
+    digit = rng.choice("123456789" if start == 0 else "0123456789")
+    return _valid(random_digits(rng, start) + digit * length + random_digits(rng, n - start - length), rng)
+
 def periodic(rng: random.Random, n: int) -> str:
     """n digits of a period-2 or period-3 pattern, half of them under a free top digit."""
     unit = _unit(rng, rng.choice((2, 3)))

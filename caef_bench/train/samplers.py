@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 from typing import Callable
 
-from caef_bench.data.structured import any_operand, random_digits, replace_digit, structured_pair
+from caef_bench.data.structured import any_operand, inner_run, random_digits, replace_digit, structured_pair
 from caef_bench.data.testsets import render_expr
 from caef_bench.data.training import draw_operands, expression, nines_on_top, random_number
 from caef_bench.machines import OPERATIONS, run
@@ -434,25 +434,14 @@ def sub_results(source, kind: str, op: str, rng: random.Random, longest: int | N
     return source.transition(op, machine_run, len(machine_run) - 1, meta)
 
 
-def inner_run(rng: random.Random, n: int) -> str:
-    """n digits holding a run of one digit, 3 to n - 1 long, among random digits (`276333338`); fewer than 4
-    digits: any structured or random operand (data.structured.any_operand)."""
-    if n < 4:
-        return any_operand(rng, n)
-    length = rng.randint(3, n - 1)
-    start = rng.randint(0, n - length)
-    digit = rng.choice("123456789" if start == 0 else "0123456789")  # a run on top is not zeros
-    digits = random_digits(rng, start) + digit * length + random_digits(rng, n - start - length)
-    return str(rng.randint(1, 9)) + digits[1:] if digits[0] == "0" else digits
-
-
 def div_runs(source, kind: str, op: str, rng: random.Random, longest: int | None, chances) -> dict:
     """DIV on a divisor with a run of one digit among random digits, whose every multiple (DIV's count) holds
     a run too (4 x 276388760 = 1105555040): executor_div's steps, half of them those reading a callee's
     halt, where it copies the count into its next call; or a step of DIV's ADD and GREATER_THAN calls.
     SmolLM2's executor_div copied such a count a 5 short into GREATER_THAN's start
-    (`2626635685//276388760=`); a run inside random digits is in neither the random draws nor the
-    structured ones (whose runs cover at least half an operand)."""
+    (`2626635685//276388760=`). A random 10-digit divisor holds a run of 4 or more under one time in a
+    hundred; structured ones (data.structured) are whole runs, patterns and round numbers, or runs at any
+    offset of any length, 1 and 2 digits as likely as 3 or more."""
 
     def draw(cls: tuple[int, int]) -> tuple[int, int]:
         digits, quotient = cls
@@ -475,7 +464,7 @@ def nines_below(rng: random.Random, length: int, nines: int) -> int:
     if nines == length:
         return int("9" * nines)
     above = str(rng.randint(1, 9)) if nines == length - 1 else \
-        str(rng.randint(1, 9)) + "".join(str(rng.randrange(10)) for _ in range(length - nines - 2)) + str(rng.randrange(9))
+        str(rng.randint(1, 9)) + random_digits(rng, length - nines - 2) + str(rng.randrange(9))
     return int(above + "9" * nines)
 
 

@@ -37,7 +37,7 @@ def screen_parser(doc: str) -> argparse.ArgumentParser:
     parser.add_argument("--tier", default="tiny")
     parser.add_argument("--dtype", help="a torch dtype to run in instead of the tier's own (SmolLM2's runs: bfloat16)")
     parser.add_argument("--lengths", default="5,10", help="a's lengths, comma-separated")
-    parser.add_argument("--per-size", type=int, default=8)
+    parser.add_argument("--per-size", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--show", action="store_true", help="print each wrong step's output beside the machine's")

@@ -5,7 +5,7 @@ tapes hold a and b reversed, so those 9s open one, and a copy of it can pass for
 cells. A screen for executor_sub rounds; no evaluation.
 
     python lab/diagnosis/sub_first_call.py --checkpoints A,B --tier smollm2-135m --dtype bfloat16
-        [--lengths 5,10] [--per-size 8] [--show]
+        [--lengths 5,10] [--per-size 6] [--show]
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import random
 
 from caef_bench.machines import run
 from caef_bench.train.samplers import nines_below
-from sub_last_steps import screen, screen_parser  # this folder: the other SUB screen
+from step_screens import add_length_options, screen, screen_parser  # this folder: the shared screen loop
 
 CALL_STEP = 0  # SUB's transition into its call of REFLECTION (the records' step 1: its output)
 
@@ -38,7 +38,7 @@ def cases(length: int, nines: int, operand: str, n: int, seed: int) -> list[tupl
 
 def main() -> None:
     parser = screen_parser(__doc__)
-    parser.set_defaults(per_size=6)
+    add_length_options(parser, per_size=6)
     args = parser.parse_args()
     lengths = [int(length) for length in args.lengths.split(",")]
     grid = {(length, nines, operand): cases(length, nines, operand, args.per_size, args.seed)

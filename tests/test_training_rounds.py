@@ -474,3 +474,24 @@ def test_low_nines_draw_sub_on_an_a_or_b_ending_in_nines_half_at_its_call_of_ref
     assert 130 <= calls <= 230 and 110 <= ends_a <= 230  # half at the call, and the protocol's edge steps
     nines = {len(s["meta"]["a"]) - len(s["meta"]["a"].rstrip("9")) for s in samples}
     assert {1, 5, 9, 10} <= nines
+
+
+def test_near_rounds_draw_a_round_number_less_a_small_d_half_at_subs_second_call_of_add():
+    from caef_bench.machines import run
+    from caef_bench.train import mix
+    from caef_bench.train.sources import MachineSource
+
+    samples = MachineSource([("executor", "sub")], max_len=10, seed=11, mix={"near_rounds": 1.0}).batch(0, 300)
+    second_adds = 0
+    for sample in samples:
+        a, b = int(sample["meta"]["a"]), int(sample["meta"]["b"])
+        assert sample["meta"]["near_rounds"] and 0 <= b < a and len(set(str(a)[1:])) <= 1
+        assert a - b <= 10 ** max(1, len(str(a)) // 2)
+        assert run("sub", a, b).transition(sample["meta"]["step"]) == (sample["prompt"], sample["completion"])
+        # the second call's first tape: the first call's sum a + REFLECTION(b), a top 1 one cell past a's top
+        first_sum = a + 10 ** len(str(a)) - 1 - b
+        tape = "|" + "|".join(reversed(str(first_sum)))
+        second_adds += f"[CALL] ADD, q4\nADD, q0, [HEAD1] {tape}[HEAD2]" in sample["completion"]
+    assert 120 <= second_adds <= 220
+    assert sum(s["meta"]["a"].endswith("00000") for s in samples) >= 30  # round numbers among them
+    assert "near_rounds" not in mix.applying("executor", "add", {"near_rounds": 0.3})

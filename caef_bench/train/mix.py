@@ -81,6 +81,8 @@ SHARES = {share.name: share for share in (
     Share("div_runs", "draws", _executors(("div", "add", "gt")),
           "DIV on a divisor with a run inside random digits (its counts hold runs): its steps and its calls'"),
     Share("low_nines", "draws", _executors(("sub",)), "SUB on an a or b ending in 9s, half at its call of REFLECTION"),
+    Share("near_rounds", "draws", _executors(("sub",)),
+          "SUB on a round number or run less a small d, half at its second call of ADD (a's 0s under a top 1)"),
     # operand kinds of the protocol's draw (what is left of the draws: random operands)
     Share("structured", "draws", lambda kind, op: True,
           "structured operands: runs of one digit, round numbers, periodic patterns, a == b, ... (data.structured)"),
@@ -103,7 +105,7 @@ SHARES = {share.name: share for share in (
 )}
 SAMPLERS = ("nines", "top_steps", "wide", "sub_calls", "deciding_steps", "top_runs", "carry_runs", "composer_calls",
             "carry_in", "carry_to_ten", "long_calls", "count_calls", "structured_calls", "run_lengths", "column_sums",
-            "sub_results", "div_runs", "low_nines")
+            "sub_results", "div_runs", "low_nines", "near_rounds")
 OPERANDS = ("structured", "same", "near")
 LENGTHS = ("equal", "short", "long")
 

@@ -492,6 +492,29 @@ def low_nines(source, kind: str, op: str, rng: random.Random, longest: int | Non
     return source.transition(op, machine_run, step, meta)
 
 
+def near_rounds(source, kind: str, op: str, rng: random.Random, longest: int | None, chances) -> dict:
+    """SUB on a round number or a run of one digit (`5000000000`, `7777777777`, `1999999999`) less a small d
+    (1 to 10^m, m up to half its digits), half of them at SUB's step into its second call of ADD (adding 1
+    to a + REFLECTION(b)). That call's first tape is the first call's sum, 10^n + d - 1 for an n-digit a:
+    a's round digits (0s) under a top 1 one cell past a's top, so that a copy of a passes for it but for its
+    last cell. SmolLM2's executor_sub (round 7) copied a there, a cell short, in 5 of 10 such typed pairs
+    (`5000000000-4999999999=`, `1000000001-999999999=`; lab/diagnosis/typed_steps.py)."""
+    top = max(max(cls) for cls in source.classes("sub", longest, "all"))
+
+    def draw() -> tuple[int, int]:
+        length = top if rng.random() < 0.5 else rng.randint(2, top)
+        a = int(_typed_run(rng, length))
+        return a, a - rng.randint(1, min(a, 10 ** rng.randint(0, max(1, length // 2))))
+
+    a, b = _unexcluded(source, "sub", draw)
+    machine_run = run("sub", a, b)
+    adds = [phase for phase, callee in machine_run.calls() if callee.machine == "ADD"]
+    # the transition into a call is the one before its phase
+    step = adds[-1] - 1 if rng.random() < 0.5 else source.edge_step(rng, len(machine_run) - 1)
+    meta = {"kind": kind, "op": op, "a": str(a), "b": str(b), "near_rounds": True}
+    return source.transition(op, machine_run, step, meta)
+
+
 # Each sampler by its share's name (train.mix.SHARES says which executors it draws for and what of),
 # in the order an adapter's draw rolls for them: the shipped draws depend on it.
 REGISTRY: dict[str, Callable[..., dict]] = {
@@ -499,4 +522,4 @@ REGISTRY: dict[str, Callable[..., dict]] = {
     "top_runs": top_runs, "carry_runs": carry_runs, "composer_calls": composer_calls, "carry_in": carry_in,
     "carry_to_ten": carry_to_ten, "long_calls": long_calls, "count_calls": count_calls,
     "structured_calls": structured_calls, "run_lengths": run_lengths, "column_sums": column_sums,
-    "sub_results": sub_results, "div_runs": div_runs, "low_nines": low_nines}
+    "sub_results": sub_results, "div_runs": div_runs, "low_nines": low_nines, "near_rounds": near_rounds}

@@ -212,6 +212,12 @@ case $lane in
   sub_r8) args=(--lr 3e-4 --adapter-init $pending --seed 61 --executors sub --aligners '' --stage2-steps 200
                 --share run_lengths=0.2,low_nines=0.15,sub_results=0.15,structured=0.25,nines=0.05,near=0.05,same=0.05,returns=0.4
                 --out work/smollm2_sub_r8) ;;
+  # executor_sub round 9, from round 7 (the pending one): round 7 copies a into SUB's second call of ADD where a is a
+  # round number less a small d (5 of 10 typed pairs, lab/diagnosis/typed_steps.py): near_rounds beside round 7's
+  # shares, sub_results kept at 0.2 for the last step that round 8 (run_lengths) broke twice
+  sub_r9) args=(--lr 3e-4 --adapter-init $pending --seed 62 --executors sub --aligners '' --stage2-steps 200
+                --share near_rounds=0.2,low_nines=0.15,sub_results=0.2,structured=0.2,nines=0.05,near=0.05,same=0.05,returns=0.4
+                --out work/smollm2_sub_r9) ;;
   *) echo "no lane $lane (the lanes: lab/lanes/README.md)" >&2; exit 2 ;;
 esac
 caef-bench train --preset smollm2 --base smollm2-135m --eval-per-cell 50 --stage1-steps 0 "${args[@]}" >> "work/$lane.log" 2>&1

@@ -75,6 +75,7 @@ def inner_run(rng: random.Random, n: int) -> str:
     digit = rng.choice("123456789" if start == 0 else "0123456789")
     return _valid(random_digits(rng, start) + digit * length + random_digits(rng, n - start - length), rng)
 
+
 def periodic(rng: random.Random, n: int) -> str:
     """n digits of a period-2 or period-3 pattern, half of them under a free top digit."""
     unit = _unit(rng, rng.choice((2, 3)))

@@ -29,7 +29,7 @@ def add_length_options(parser: argparse.ArgumentParser, per_size: int) -> None:
     parser.add_argument("--per-size", type=int, default=per_size)
 
 
-def screen(args, grid: dict, describe, adapter: str = "executor_sub") -> None:
+def screen(args, grid: dict, describe, adapter: str) -> None:
     """Each checkpoint folder's `adapter` on every group of cases in grid ({key: [(label, input, the
     machine's output)]}), a line a group (describe(key) names it) and the total."""
     for checkpoints in args.checkpoints.split(","):

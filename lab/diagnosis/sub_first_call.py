@@ -43,7 +43,7 @@ def main() -> None:
     lengths = [int(length) for length in args.lengths.split(",")]
     grid = {(length, nines, operand): cases(length, nines, operand, args.per_size, args.seed)
             for length in lengths for nines in range(length) for operand in ("a", "b")}
-    screen(args, grid, lambda key: f"{key[0]} digits, {key[2]} ending in {key[1]} 9s")
+    screen(args, grid, lambda key: f"{key[0]} digits, {key[2]} ending in {key[1]} 9s", "executor_sub")
 
 
 if __name__ == "__main__":

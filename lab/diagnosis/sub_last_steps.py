@@ -35,7 +35,7 @@ def main() -> None:
     lengths = [int(length) for length in args.lengths.split(",")]
     grid = {(length, size): cases(length, size, args.per_size, args.seed)
             for length in lengths for size in range(1, length + 1)}
-    screen(args, grid, lambda key: f"a of {key[0]} digits, difference of {key[1]}")
+    screen(args, grid, lambda key: f"a of {key[0]} digits, difference of {key[1]}", "executor_sub")
 
 
 if __name__ == "__main__":

@@ -624,12 +624,18 @@ def test_resume_after_an_interruption_redoes_nothing_and_loses_nothing(tmp_path)
         f.write(cut)
     assert len(load_records(path)) == len(first)  # the cut line is ignored ...
 
+    # The problems left in flight have their calls in the journal beside the records (runtime.journal).
+    journal = tmp_path / "records.calls"
+    journaled = [json.loads(line) for line in journal.read_text().splitlines()]
+    assert {call["problem"] for call in journaled} >= {p.id for p in problems} - {r.id for r in first}
+
     model = Recording()
     second = solve_to_file(problems, model, path)
     assert {r.id for r in second} == {p.id for p in problems} - {r.id for r in first}
-    # ... and nothing recorded is asked again: aligner (I) sees the new problems only.
-    asked = {prompt for prompt in model.prompts if "\n" not in prompt}
-    assert asked == {p.expr for p in problems if p.id in {r.id for r in second}}
+    # ... and nothing made before is asked again: no recorded problem, and no call the journal holds.
+    assert not {prompt for prompt in model.prompts if "\n" not in prompt} & {p.expr for p in problems if p.id in {r.id for r in first}}
+    assert not set(model.prompts) & {call["input"] for call in journaled}
+    assert not journal.exists()  # every problem recorded: the journal has served
 
     final = load_records(path)
     assert sorted(r.id for r in final) == sorted(p.id for p in problems)  # each exactly once

@@ -13,7 +13,6 @@ the problem's target, by the rule every system of the benchmark is scored by.
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -22,9 +21,10 @@ from typing import Callable, Iterable
 from caef_bench.machines import parse_expression, routed, run
 from caef_bench.models.limits import Windowing
 
+from .journal import Journal, ResumedSteps, journal_path, read_journal, takes_drafts
 from .problem import (Attempt, Completion, FreeRunning, Problem, StepModel, TeacherForced, default_step_budget,
                       reference_step_count, reference_steps)
-from .records import ProblemRecord, RecordWriter, resume
+from .records import ProblemRecord, RecordWriter, recorded_ids, resume
 from .windowed import windowed_attempt
 
 MODES = ("free", "traced")
@@ -131,8 +131,11 @@ class Rounds:
         self.model_errors = model_errors
         self.windowing = windowing
         # a model that takes a caller's drafts (runtime.hf) gets those windowed problems offer
-        self._takes_drafts = "drafts" in _parameters(model.generate)
+        self._takes_drafts = takes_drafts(model)
         self.active: list[Attempt] = []
+        # on_call(problem id, adapter, prompt, completion, model seconds): each completion the model generated
+        # (not one read from records or a journal), as it returns (solve_to_files journals them)
+        self.on_call: Callable[[str, str, str, Completion, float], None] | None = None
 
     def join(self, problem: Problem, started: float | None = None) -> ProblemRecord | None:
         """Put a problem in flight from the next round on; its record at once when it ends before any model
@@ -203,20 +206,18 @@ class Rounds:
         if len(outputs) != len(chunk):
             raise ValueError(f"{adapter}: the model returned {len(outputs)} completions "
                              f"for {len(chunk)} prompts")
-        reused = [getattr(output, "reused", False) for output in outputs]
-        share = (time.perf_counter() - call_started) / max(1, reused.count(False))  # a reused step took no model time
-        for attempt, output, was_reused in zip(chunk, outputs, reused):
+        made = [not getattr(output, "reused", False) and getattr(output, "seconds", None) is None for output in outputs]
+        # a reused step took no model time; one read back from the journal the time it took when it was made
+        share = (time.perf_counter() - call_started) / max(1, sum(made))
+        for attempt, output, was_made in zip(chunk, outputs, made):
             try:
-                attempt.accept(_completion(output), 0.0 if was_reused else share)
+                completion = _completion(output)
+                seconds = share if was_made else 0.0 if completion.reused else completion.seconds
+                if was_made and self.on_call is not None:
+                    self.on_call(attempt.problem.id, adapter, attempt.prompt, completion, seconds)
+                attempt.accept(completion, seconds)
             except Exception as error:  # a bug costs one problem, not the batch; its record says why
                 attempt.finish("error", f"{type(error).__name__}: {error}")
-
-
-def _parameters(function) -> tuple[str, ...]:
-    try:
-        return tuple(inspect.signature(function).parameters)
-    except (TypeError, ValueError):  # a builtin or a mock without a signature
-        return ()
 
 
 def _completion(output) -> Completion:
@@ -253,7 +254,12 @@ def solve_to_files(jobs: dict, model: StepModel, on_record=None, *, max_in_fligh
     if len(where) != sum(map(len, pending.values())):
         raise ValueError("problem ids must be unique over all files (records and resume are keyed by id)")
     made: dict[str, ProblemRecord] = {}
+    # the calls of problems a killed run left in flight, read back so they resume where they were (runtime.journal)
+    journaled = {}
+    for path in pending:
+        journaled.update(read_journal(journal_path(path), recorded_ids(path)))
     writers = {path: RecordWriter(path) for path in pending}
+    journals = {path: Journal(path) for path in pending}
     try:
         def record(finished: ProblemRecord) -> None:
             writers[where[finished.id]].write(finished)
@@ -261,11 +267,13 @@ def solve_to_files(jobs: dict, model: StepModel, on_record=None, *, max_in_fligh
             if on_record is not None:
                 on_record(where[finished.id], finished)
 
-        Rounds(model, **options).run([problem for problems in pending.values() for problem in problems], record,
-                                     max_in_flight, stop)
+        rounds = Rounds(ResumedSteps(model, journaled) if journaled else model, **options)
+        rounds.on_call = lambda problem_id, *call: journals[where[problem_id]].write(problem_id, *call)
+        rounds.run([problem for problems in pending.values() for problem in problems], record, max_in_flight, stop)
     finally:
-        for writer in writers.values():
+        for path, writer in writers.items():
             writer.close()
+            journals[path].close(finished=all(problem.id in made for problem in pending[path]))
     return {path: [made[p.id] for p in problems if p.id in made] for path, problems in pending.items()}
 
 

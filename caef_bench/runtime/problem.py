@@ -114,6 +114,7 @@ class Completion:
     text: str
     n_tokens: int | None = None
     reused: bool = False  # read from an earlier run's records (runtime.reuse), not generated now
+    seconds: float | None = None  # read back from this run's journal (runtime.journal): the model time it took then
 
 
 class StepModel(Protocol):

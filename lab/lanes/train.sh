@@ -33,6 +33,8 @@ case $lane in
       sub) init=$tier from=add ;;
       *) init=$pending from=$op ;;
     esac
+    # one taken into the pending folder already goes on from there (0 steps when it is at its pair's samples)
+    [ -f "$pending/direct/$op/manifest.json" ] && init=$pending from=$op
     declare -A seeds=([add]=50 [gt]=51 [lt]=52 [sub]=53 [mul]=54 [div]=55)
     steps=$(python lab/lanes/direct_steps.py "$op" "$init" "$from") || exit 2
     if [ "$steps" = 0 ]; then echo "direct_$op is at its CAEF pair's samples already" >> "work/$lane.log"; echo 0 > "work/$lane.done"; exit 0; fi

@@ -93,3 +93,33 @@ def replace_text(old: str, new: str) -> Fault:
 def drop_callee_lines(prompt: str, output: str) -> str:
     """A composer's call without the callee's start state and command."""
     return "\n".join(output.split("\n")[:2])
+
+
+class Interrupted(Exception):
+    pass
+
+
+class DiesAfter(OracleModel):
+    """The oracle, killed after a number of generate calls (as a ^C or a lost machine would)."""
+
+    def __init__(self, calls: int):
+        super().__init__()
+        self.left = calls
+
+    def generate(self, prompts, adapter):
+        if self.left == 0:
+            raise Interrupted
+        self.left -= 1
+        return super().generate(prompts, adapter)
+
+
+class Recording(OracleModel):
+    """The oracle, keeping every prompt it was asked."""
+
+    def __init__(self):
+        super().__init__()
+        self.prompts = []
+
+    def generate(self, prompts, adapter):
+        self.prompts.extend(prompts)
+        return super().generate(prompts, adapter)

@@ -10,54 +10,26 @@ from caef_bench.runtime import Problem, load_records, solve_batch, solve_to_file
 from caef_bench.runtime.journal import Journal, ResumedSteps, journal_path, read_journal
 from caef_bench.runtime.oracle import OracleModel
 from caef_bench.runtime.problem import Completion
-
-
-class Killed(Exception):
-    pass
-
-
-class KilledAfter(OracleModel):
-    """The oracle, killed at its n-th generate call."""
-
-    def __init__(self, calls: int):
-        super().__init__()
-        self.left = calls
-
-    def generate(self, prompts, adapter):
-        if self.left == 0:
-            raise Killed
-        self.left -= 1
-        return super().generate(prompts, adapter)
-
-
-class Counting(OracleModel):
-    def __init__(self):
-        super().__init__()
-        self.asked = 0
-
-    def generate(self, prompts, adapter):
-        self.asked += len(prompts)
-        return super().generate(prompts, adapter)
-
+from fault_models import DiesAfter, Interrupted, Recording
 
 PROBLEMS = [Problem(f"p{i}", expr, "") for i, expr in enumerate(["4531-1504=", "89*4=", "1234//56=", "98765+4321="])]
 
 
 def test_a_killed_run_resumes_mid_problem_and_its_records_are_an_unbroken_runs(tmp_path):
     path = tmp_path / "caef_mixed.jsonl"
-    with pytest.raises(Killed):
-        solve_to_file(PROBLEMS, KilledAfter(30), path, mode="traced")
+    with pytest.raises(Interrupted):
+        solve_to_file(PROBLEMS, DiesAfter(30), path, mode="traced")
     assert load_records(path) == []  # no problem ended: without the journal all 30 calls were lost
     journal = journal_path(path)
     assert journal.name == "caef_mixed.calls"
     made_before = len(journal.read_text().splitlines())
     assert made_before >= 30  # every prompt of the 30 calls (the oracle answers them all)
 
-    model = Counting()
+    model = Recording()
     solve_to_file(PROBLEMS, model, path, mode="traced")
     unbroken = solve_batch(PROBLEMS, OracleModel(), mode="traced")
     total = sum(len(record.steps) for record in unbroken)
-    assert model.asked == total - made_before  # the journal's calls are not made again
+    assert len(model.prompts) == total - made_before  # the journal's calls are not made again
     resumed = {record.id: record for record in load_records(path)}
     for record in unbroken:
         again = resumed[record.id]
@@ -77,8 +49,8 @@ def test_a_step_read_back_keeps_the_model_time_it_took(tmp_path):
 
 def test_each_records_file_keeps_its_own_journal(tmp_path):
     first, second = tmp_path / "caef_a.jsonl", tmp_path / "caef_b.jsonl"
-    with pytest.raises(Killed):
-        solve_to_files({first: PROBLEMS[:2], second: PROBLEMS[2:]}, KilledAfter(12), mode="traced")
+    with pytest.raises(Interrupted):
+        solve_to_files({first: PROBLEMS[:2], second: PROBLEMS[2:]}, DiesAfter(12), mode="traced")
     problems_in = {path: {json.loads(line)["problem"] for line in journal_path(path).read_text().splitlines()}
                    for path in (first, second)}
     assert problems_in == {first: {"p0", "p1"}, second: {"p2", "p3"}}

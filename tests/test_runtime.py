@@ -40,6 +40,9 @@ from caef_bench.runtime import (
 from caef_bench.runtime.oracle import OracleError, OracleModel
 from fault_models import (
     BrokenModel,
+    DiesAfter,
+    Interrupted,
+    Recording,
     at_step,
     drop_callee_lines,
     echo,
@@ -575,34 +578,6 @@ def test_records_round_trip_through_json(tmp_path):
     assert json.loads(line)["first_divergence"]["error_class"] == "wrong_digit"
     (loaded,) = load_records(path)
     assert loaded.to_dict() == records[0].to_dict()
-
-
-class Interrupted(Exception):
-    pass
-
-
-class DiesAfter(OracleModel):
-    """The oracle, killed after a number of generate calls (as a ^C or a lost machine would)."""
-
-    def __init__(self, calls: int):
-        super().__init__()
-        self.left = calls
-
-    def generate(self, prompts, adapter):
-        if self.left == 0:
-            raise Interrupted
-        self.left -= 1
-        return super().generate(prompts, adapter)
-
-
-class Recording(OracleModel):
-    def __init__(self):
-        super().__init__()
-        self.prompts = []
-
-    def generate(self, prompts, adapter):
-        self.prompts.extend(prompts)
-        return super().generate(prompts, adapter)
 
 
 def test_resume_after_an_interruption_redoes_nothing_and_loses_nothing(tmp_path):

@@ -24,8 +24,8 @@ tiny() {  # LANE of tiny_long.sh
 }
 records=work/records/smollm2-135m
 case ${1:?usage: lab/lanes/queue.sh A|B|C} in
-  # div_1_10 on the pending weights e0c949a123ad: 88 problems' calls from 9ee9c178273d (executor_sub changed since,
-  # which DIV does not call)
+  # div_1_10 on the pending CAEF adapters (weights 912dc5279cda, assemble.sh): 88 problems' calls from
+  # 9ee9c178273d (executor_sub changed since, which DIV does not call)
   A) check pending_div div_1_10 100 "$records-9ee9c178273d"
      check pending_rep_div 'repeated_div_10_*' 20 ;;
   # the budgets count the CAEF rounds taken by then; sub's last, as it starts again from direct_add

@@ -7,9 +7,10 @@ import json
 import pytest
 
 from caef_bench.runtime import Problem, load_records, solve_batch, solve_to_file, solve_to_files
-from caef_bench.runtime.journal import Journal, ResumedSteps, journal_path, read_journal
+from caef_bench.runtime.journal import Journal, journal_path, read_journal
 from caef_bench.runtime.oracle import OracleModel
 from caef_bench.runtime.problem import Completion
+from caef_bench.runtime.reuse import ReusedSteps
 from fault_models import DiesAfter, Interrupted, Recording
 
 PROBLEMS = [Problem(f"p{i}", expr, "") for i, expr in enumerate(["4531-1504=", "89*4=", "1234//56=", "98765+4321="])]
@@ -42,9 +43,9 @@ def test_a_killed_run_resumes_mid_problem_and_its_records_are_an_unbroken_runs(t
 def test_a_step_read_back_keeps_the_model_time_it_took(tmp_path):
     path = tmp_path / "caef_add.jsonl"
     Journal(path).write("p0", "aligner_add", "12+34=", Completion("start text", 5), 0.25)
-    calls = read_journal(journal_path(path), recorded=set())
+    calls = read_journal(journal_path(path), unfinished={"p0"})
     assert calls == {("aligner_add", "12+34="): Completion("start text", 5, seconds=0.25)}
-    assert read_journal(journal_path(path), recorded={"p0"}) == {}  # a recorded problem's calls are done with
+    assert read_journal(journal_path(path), unfinished=set()) == {}  # a recorded problem's calls are done with
 
 
 def test_each_records_file_keeps_its_own_journal(tmp_path):
@@ -69,11 +70,11 @@ def test_a_stopped_run_keeps_its_journal_and_a_cut_line_is_dropped(tmp_path):
     assert len(load_records(path)) == len(PROBLEMS) and not journal.exists()
 
 
-def test_resumed_steps_pass_the_drafts_of_the_calls_they_do_not_hold():
+def test_steps_read_back_pass_the_drafts_of_the_calls_they_do_not_hold():
     class Drafted:
         def generate(self, prompts, adapter, drafts=None):
             return [f"{prompt}:{draft}" for prompt, draft in zip(prompts, drafts)]
 
-    model = ResumedSteps(Drafted(), {("executor_add", "b"): Completion("held", seconds=0.1)})
+    model = ReusedSteps(Drafted(), {("executor_add", "b"): Completion("held", seconds=0.1)})
     assert model.generate(["a", "b", "c"], "executor_add", drafts=["x", "y", "z"]) == [
         "a:x", Completion("held", seconds=0.1), "c:z"]

@@ -21,10 +21,11 @@ from typing import Callable, Iterable
 from caef_bench.machines import parse_expression, routed, run
 from caef_bench.models.limits import Windowing
 
-from .journal import Journal, ResumedSteps, journal_path, read_journal, takes_drafts
+from .journal import Journal, journal_path, read_journal
 from .problem import (Attempt, Completion, FreeRunning, Problem, StepModel, TeacherForced, default_step_budget,
                       reference_step_count, reference_steps)
-from .records import ProblemRecord, RecordWriter, recorded_ids, resume
+from .records import ProblemRecord, RecordWriter, resume
+from .reuse import ReusedSteps, takes_drafts
 from .windowed import windowed_attempt
 
 MODES = ("free", "traced")
@@ -256,8 +257,8 @@ def solve_to_files(jobs: dict, model: StepModel, on_record=None, *, max_in_fligh
     made: dict[str, ProblemRecord] = {}
     # the calls of problems a killed run left in flight, read back so they resume where they were (runtime.journal)
     journaled = {}
-    for path in pending:
-        journaled.update(read_journal(journal_path(path), recorded_ids(path)))
+    for path, problems in pending.items():
+        journaled.update(read_journal(journal_path(path), {problem.id for problem in problems}))
     writers = {path: RecordWriter(path) for path in pending}
     journals = {path: Journal(path) for path in pending}
     try:
@@ -267,7 +268,7 @@ def solve_to_files(jobs: dict, model: StepModel, on_record=None, *, max_in_fligh
             if on_record is not None:
                 on_record(where[finished.id], finished)
 
-        rounds = Rounds(ResumedSteps(model, journaled) if journaled else model, **options)
+        rounds = Rounds(ReusedSteps(model, journaled) if journaled else model, **options)
         rounds.on_call = lambda problem_id, *call: journals[where[problem_id]].write(problem_id, *call)
         rounds.run([problem for problems in pending.values() for problem in problems], record, max_in_flight, stop)
     finally:

@@ -3,19 +3,18 @@
 A records file gets a problem's record only when the problem ends. A DIV of a 10-digit quotient
 makes hundreds of calls, and with sixteen such problems in flight on one CPU thread a run can
 hold an hour of model time that no record holds yet; a killed run lost all of it. The journal
-beside the records file (`caef_div_1_10.jsonl` -> `caef_div_1_10.calls.jsonl`) gets each
-generated call as it returns, with the problem it was made for and the model time it took. A
-run started again reads back the calls of the problems not yet recorded: greedy decoding of the
-same weights gives the same output for the same prompt (the records folder is per weights,
-`evaluate.suites.records_folder`), so a resumed problem replays its calls from the journal, at
-no model time, and goes on from its first call the journal lacks. Each step read back keeps the
-model time it took when it was made, so records cost what they cost. Once every problem of the
-file is recorded, its journal is deleted.
+beside the records file (`caef_div_1_10.jsonl` -> `caef_div_1_10.calls`, JSON lines; not
+`.jsonl`, which names records) gets each generated call as it returns, with the problem it was
+made for and the model time it took. A run started again reads back the calls of the problems
+not yet recorded: greedy decoding of the same weights gives the same output for the same prompt
+(the records folder is per weights, `evaluate.suites.records_folder`), so a resumed problem
+replays its calls from the journal (`runtime.reuse.ReusedSteps`) and goes on from its first call
+the journal lacks. Each step read back keeps the model time it took when it was made, so records
+cost what they cost. Once every problem of the file is recorded, its journal is deleted.
 """
 
 from __future__ import annotations
 
-import inspect
 import json
 from pathlib import Path
 
@@ -31,8 +30,8 @@ def journal_path(records_path: str | Path) -> Path:
     return path.with_name(path.name.removesuffix(".jsonl") + JOURNAL_SUFFIX)
 
 
-def read_journal(path: str | Path, recorded: set[str]) -> dict[tuple[str, str], Completion]:
-    """{(adapter, prompt): the completion} of the calls a journal holds for problems not in `recorded`
+def read_journal(path: str | Path, unfinished: set[str]) -> dict[tuple[str, str], Completion]:
+    """{(adapter, prompt): the completion} of the calls a journal holds for the `unfinished` problems
     (a cut last line, from a kill mid-write, is ignored)."""
     path = Path(path)
     if not path.is_file():
@@ -41,7 +40,7 @@ def read_journal(path: str | Path, recorded: set[str]) -> dict[tuple[str, str], 
     calls = {}
     for line in lines:
         call = json.loads(line)
-        if call["problem"] not in recorded:
+        if call["problem"] in unfinished:
             calls.setdefault((call["adapter"], call["input"]),
                              Completion(call["output"], call.get("tokens"), seconds=call["seconds"]))
     return calls
@@ -72,33 +71,4 @@ class Journal:
             self.path.unlink(missing_ok=True)
 
 
-class ResumedSteps:
-    """A step model that answers the prompts a journal holds and sends every other one to `model`
-    (in one call, in order, with their drafts where it takes them)."""
-
-    def __init__(self, model, calls: dict[tuple[str, str], Completion]):
-        self.model, self.calls = model, calls
-
-    def generate(self, prompts: list[str], adapter: str, drafts: list | None = None) -> list:
-        found = [self.calls.get((adapter, prompt)) for prompt in prompts]
-        missing = [i for i, hit in enumerate(found) if hit is None]
-        if missing:
-            asked = [prompts[i] for i in missing]
-            if drafts is not None and takes_drafts(self.model):
-                generated = self.model.generate(asked, adapter, drafts=[drafts[i] for i in missing])
-            else:
-                generated = self.model.generate(asked, adapter)
-            for i, output in zip(missing, generated):
-                found[i] = output
-        return found
-
-
-def takes_drafts(model) -> bool:
-    """Whether a step model's generate takes a caller's drafts (runtime.hf: windowed problems offer them)."""
-    try:
-        return "drafts" in inspect.signature(model.generate).parameters
-    except (TypeError, ValueError):  # a builtin or a mock without a signature
-        return False
-
-
-__all__ = ["JOURNAL_SUFFIX", "Journal", "ResumedSteps", "journal_path", "read_journal", "takes_drafts"]
+__all__ = ["JOURNAL_SUFFIX", "Journal", "journal_path", "read_journal"]

@@ -19,6 +19,7 @@ is how a later run knows which adapters changed.
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 
@@ -59,8 +60,9 @@ def unchanged_adapters(earlier: dict[str, str], now: dict[str, str]) -> set[str]
 
 
 class ReusedSteps:
-    """A step model that answers calls to `adapters` from `steps` {(adapter, prompt): Completion}
-    and sends every other call to `model` (in one batch, in order)."""
+    """A step model that answers calls from `steps` {(adapter, prompt): Completion} (an earlier run's
+    records, or this run's journal: runtime.journal) and sends every other call to `model` (in one
+    batch, in order, with their drafts where it takes them)."""
 
     def __init__(self, model, steps: dict[tuple[str, str], Completion]):
         self.model, self.steps = model, steps
@@ -81,11 +83,26 @@ class ReusedSteps:
                         steps.setdefault((step.adapter, step.input), Completion(step.output, step.tokens, reused=True))
         return cls(model, steps)
 
-    def generate(self, prompts: list[str], adapter: str) -> list:
+    def generate(self, prompts: list[str], adapter: str, drafts: list | None = None) -> list:
         found = [self.steps.get((adapter, prompt)) for prompt in prompts]
-        missing = [prompt for prompt, hit in zip(prompts, found) if hit is None]
-        generated = iter(self.model.generate(missing, adapter) if missing else ())
-        return [hit if hit is not None else next(generated) for hit in found]
+        missing = [i for i, hit in enumerate(found) if hit is None]
+        if missing:
+            asked = [prompts[i] for i in missing]
+            if drafts is not None and takes_drafts(self.model):  # windowed problems' drafts (runtime.hf)
+                generated = self.model.generate(asked, adapter, drafts=[drafts[i] for i in missing])
+            else:
+                generated = self.model.generate(asked, adapter)
+            for i, output in zip(missing, generated):
+                found[i] = output
+        return found
 
 
-__all__ = ["WEIGHTS_FILE", "ReusedSteps", "read_weights", "unchanged_adapters", "write_weights"]
+def takes_drafts(model) -> bool:
+    """Whether a step model's generate takes a caller's drafts (runtime.hf: windowed problems offer them)."""
+    try:
+        return "drafts" in inspect.signature(model.generate).parameters
+    except (TypeError, ValueError):  # a builtin or a mock without a signature
+        return False
+
+
+__all__ = ["WEIGHTS_FILE", "ReusedSteps", "read_weights", "takes_drafts", "unchanged_adapters", "write_weights"]

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from caef_bench.runtime import Problem, load_records, solve_batch, solve_to_file, solve_to_files
+from caef_bench.runtime.engine import CallNotKept
 from caef_bench.runtime.journal import Journal, journal_path, read_journal
 from caef_bench.runtime.oracle import OracleModel
 from caef_bench.runtime.problem import Completion
@@ -78,3 +79,24 @@ def test_steps_read_back_pass_the_drafts_of_the_calls_they_do_not_hold():
     model = ReusedSteps(Drafted(), {("executor_add", "b"): Completion("held", seconds=0.1)})
     assert model.generate(["a", "b", "c"], "executor_add", drafts=["x", "y", "z"]) == [
         "a:x", Completion("held", seconds=0.1), "c:z"]
+
+
+def test_a_journal_that_cannot_be_written_stops_the_run_and_fails_no_problem(tmp_path, monkeypatch):
+    path = tmp_path / "caef_sub.jsonl"
+    write = Journal.write
+    calls = iter(range(10_000))
+
+    def disk_fills_up(self, *call):
+        if next(calls) >= 25:
+            raise OSError(28, "No space left on device")
+        write(self, *call)
+
+    monkeypatch.setattr(Journal, "write", disk_fills_up)
+    with pytest.raises(CallNotKept, match="No space left on device"):
+        solve_to_file(PROBLEMS, OracleModel(), path, mode="traced")
+    assert all(record.outcome != "error" for record in load_records(path))  # no problem ends as failed
+    monkeypatch.setattr(Journal, "write", write)
+    solve_to_file(PROBLEMS, OracleModel(), path, mode="traced")
+    resumed = {record.id: (record.outcome, record.answer) for record in load_records(path)}
+    unbroken = solve_batch(PROBLEMS, OracleModel(), mode="traced")
+    assert resumed == {record.id: (record.outcome, record.answer) for record in unbroken}

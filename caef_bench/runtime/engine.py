@@ -103,6 +103,12 @@ def start_attempt(problem: Problem, mode: str, started: float, keep_steps: bool,
     return attempt
 
 
+class CallNotKept(RuntimeError):
+    """`on_call` could not keep a call (a journal that cannot be written: a full disk, a folder gone). The
+    run stops here, as when its model is gone, rather than record the problem as failed: what was recorded
+    and journaled stays, and a rerun resumes the problem."""
+
+
 class Rounds:
     """The batch loop: the problems in flight, and the rounds that move each of them one model call on.
 
@@ -187,6 +193,8 @@ class Rounds:
                 chunk = group[chunk_start:chunk_start + size]
                 try:
                     self._call(adapter, chunk)
+                except CallNotKept:
+                    raise
                 except Exception as error:
                     if self.model_errors == "raise":
                         raise
@@ -213,9 +221,17 @@ class Rounds:
         for attempt, output, was_made in zip(chunk, outputs, made):
             try:
                 completion = _completion(output)
-                seconds = share if was_made else 0.0 if completion.reused else completion.seconds
-                if was_made and self.on_call is not None:
+            except Exception as error:  # a bug costs one problem, not the batch; its record says why
+                attempt.finish("error", f"{type(error).__name__}: {error}")
+                continue
+            seconds = share if was_made else 0.0 if completion.reused else completion.seconds
+            if was_made and self.on_call is not None:
+                try:
                     self.on_call(attempt.problem.id, adapter, attempt.prompt, completion, seconds)
+                except Exception as error:
+                    raise CallNotKept(f"{adapter}: a call of problem {attempt.problem.id} could not be kept: "
+                                      f"{type(error).__name__}: {error}") from error
+            try:
                 attempt.accept(completion, seconds)
             except Exception as error:  # a bug costs one problem, not the batch; its record says why
                 attempt.finish("error", f"{type(error).__name__}: {error}")
@@ -278,4 +294,4 @@ def solve_to_files(jobs: dict, model: StepModel, on_record=None, *, max_in_fligh
     return {path: [made[p.id] for p in problems if p.id in made] for path, problems in pending.items()}
 
 
-__all__ = ["MODES", "Rounds", "solve_batch", "solve_to_file", "solve_to_files"]
+__all__ = ["MODES", "CallNotKept", "Rounds", "solve_batch", "solve_to_file", "solve_to_files"]

@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"caef-bench: error: {error}", file=sys.stderr)
         return 2
     except Exception as error:
-        if not hasattr(error, "exit_code"):  # a stop signal that ended a run (evaluate.table1.RunStopped)
+        if not hasattr(error, "exit_code"):  # a stop signal that ended a run, an endpoint or journal that failed
             raise
         print(f"caef-bench: {error}", file=sys.stderr)
         return error.exit_code

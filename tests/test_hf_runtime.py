@@ -120,6 +120,22 @@ def test_run_command_writes_the_table_the_json_and_the_records(tmp_path):
     assert len((tmp_path / "records" / "caef_add_5.jsonl").read_text().splitlines()) == 2
 
 
+def test_a_run_whose_journal_cannot_be_written_ends_in_one_line_and_fails_no_problem(tmp_path, monkeypatch, capsys):
+    from caef_bench.cli import main
+    from caef_bench.runtime.journal import Journal
+
+    def disk_full(self, *call):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Journal, "write", disk_full)
+    assert main(["run", "--suite", "caef", "--cells", "add_5", "--limit", "2", "--checkpoints", str(TINY_CHECKPOINTS),
+                 "--out", str(tmp_path / "results"), "--records", str(tmp_path / "records")]) == 1
+    error = capsys.readouterr().err.strip().splitlines()
+    assert error[-1].startswith("caef-bench: ") and "No space left on device" in error[-1]
+    assert not (tmp_path / "records" / "caef_add_5.jsonl").exists() or \
+        (tmp_path / "records" / "caef_add_5.jsonl").read_text() == ""  # nothing recorded as failed
+
+
 @pytest.mark.parametrize("suite, cell", [("caef", "add_5"), ("repeated", "repeated_add_10_p1")])
 def test_run_command_caps_the_problems_in_flight(suite, cell, tmp_path, monkeypatch):
     from caef_bench.cli import main

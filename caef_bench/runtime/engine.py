@@ -106,7 +106,10 @@ def start_attempt(problem: Problem, mode: str, started: float, keep_steps: bool,
 class CallNotKept(RuntimeError):
     """`on_call` could not keep a call (a journal that cannot be written: a full disk, a folder gone). The
     run stops here, as when its model is gone, rather than record the problem as failed: what was recorded
-    and journaled stays, and a rerun resumes the problem."""
+    and journaled stays, and a rerun resumes the problem. The command line prints it as one line and
+    exits with `exit_code` (no traceback: the disk or folder is the user's to mend)."""
+
+    exit_code = 1
 
 
 class Rounds:

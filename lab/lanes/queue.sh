@@ -28,7 +28,8 @@ case ${1:?usage: lab/lanes/queue.sh A|B|C} in
   # 9ee9c178273d (executor_sub changed since, which DIV does not call)
   A) check pending_div div_1_10 100 "$records-9ee9c178273d"
      check pending_rep_div 'repeated_div_10_*' 20 ;;
-  # the budgets count the CAEF rounds taken by then; div first (the shortest, 200 steps), sub last, as it starts again from direct_add
+  # the budgets count the CAEF rounds taken by then; div first (the shortest, 200 steps), sub last, as it
+  # starts again from direct_add
   B) for op in add div gt lt sub; do train "direct_${op}_budget"; done
      check pending_rep_mul 'repeated_mul_10_*' 20 ;;
   # the tiny tier's long-route rounds (issue 91), when a core is given to them instead of queue A

@@ -38,8 +38,11 @@ case $lane in
     declare -A seeds=([add]=50 [gt]=51 [lt]=52 [sub]=53 [mul]=54 [div]=55)
     steps=$(python lab/lanes/direct_steps.py "$op" "$init" "$from") || exit 2
     if [ "$steps" = 0 ]; then echo "direct_$op is at its CAEF pair's samples already" >> "work/$lane.log"; echo 0 > "work/$lane.done"; exit 0; fi
+    # a run takes at most 1,000 steps (~1.6 h of one thread) so that it ends inside a session; it then goes into the
+    # pending folder and the next run goes on from there (its folder is named by the steps left when it began)
+    round=$(( steps < 1000 ? steps : 1000 )) out=work/smollm2_direct_${op}_budget_$steps
     args=(--lr 1e-3 --adapter-init "$init" --adapter-init-op "$from" --seed "${seeds[$op]}" --executors '' --aligners ''
-          --direct "$op" --stage2-steps "$steps" --out "work/smollm2_direct_${op}_budget") ;;
+          --direct "$op" --stage2-steps "$round" --out "$out") ;;
   # aligner_add on runs of one digit in the result (it wrote 9999999999+1=1000000000 from a halt state of 10000000000)
   aligner_add_runs) args=(--lr 5e-4 --adapter-init $tier --seed 23 --executors '' --aligners add --stage2-steps 250
                           --share structured=0.6,longest=0.2 --out work/smollm2_aligner_add_r5) ;;
@@ -230,4 +233,15 @@ case $lane in
 esac
 caef-bench train --preset smollm2 --base smollm2-135m --eval-per-cell 50 --stage1-steps 0 "${args[@]}" >> "work/$lane.log" 2>&1
 # a lane that failed is not done: its exit status goes to work/LANE.failed, and the next start tries it again
-rc=$?; if [ $rc = 0 ]; then echo 0 > "work/$lane.done"; else echo $rc > "work/$lane.failed"; fi
+rc=$?
+if [ $rc != 0 ]; then echo $rc > "work/$lane.failed"; exit $rc; fi
+rm -f "work/$lane.failed"
+# a budget's round short of its pair's samples goes into the pending folder (its manifest counts the samples the
+# next round's steps are counted from; the check lanes' folders leave direct adapters out), the lane not yet done
+if [ "${round:-0}" != "${steps:-0}" ]; then
+  files=(README.md adapter_config.json adapter_model.safetensors manifest.json stage2_loss.jsonl stage2_loss.png)
+  mkdir -p "$pending/direct/$op" && for f in "${files[@]}"; do cp "$out/direct/$op/$f" "$pending/direct/$op/" || exit 1; done
+  chmod 644 "$pending/direct/$op/"* && echo "round of $round steps taken into $pending/direct/$op" >> "work/$lane.log"
+  exit $?
+fi
+echo 0 > "work/$lane.done"

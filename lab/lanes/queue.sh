@@ -25,13 +25,16 @@ tiny() {  # LANE of tiny_long.sh
 }
 records=work/records/smollm2-135m
 case ${1:?usage: lab/lanes/queue.sh A|B|C} in
-  # div_1_10 on the pending CAEF adapters (weights 912dc5279cda, assemble.sh): 88 problems' calls from
-  # 9ee9c178273d (executor_sub changed since, which DIV does not call)
-  A) check pending_div div_1_10 100 "$records-9ee9c178273d"
-     check pending_rep_div 'repeated_div_10_*' 20 ;;
+  # the join's end-to-end runs on the pending adapters, in the tier's float32 (check.sh): what bfloat16 screened
+  # on another CPU is made again here, the cells it has not yet passed first
+  A) check join_div div_1_10 100
+     check join_rep_div 'repeated_div_10_*' 20
+     check join_cells add_5,add_10,sub_5,sub_10,gt_5,gt_10,lt_5,lt_10,eq_5,eq_10 100 ;;
   # the budgets count the CAEF rounds taken by then, shortest first (sub 1,550 steps, lt 2,050)
   B) for op in add div gt sub lt; do train "direct_${op}_budget"; done
-     check pending_rep_mul 'repeated_mul_10_*' 20 ;;
+     check join_rep_mul 'repeated_mul_10_*' 20
+     check join_mul mul_1_10 100
+     check join_rep 'repeated_add_10_*,repeated_sub_10_*,repeated_gt_10_*,repeated_lt_10_*,repeated_eq_10_*' 20 ;;
   # the tiny tier's long-route rounds (issue 91), when a core is given to them instead of queue A
   C) for lane in digit_mul_rank64 long_div_r4 aligner_long_mul_r1 aligner_long_div_r1; do tiny "$lane"; done ;;
   *) echo "usage: lab/lanes/queue.sh A|B|C" >&2; exit 2 ;;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Typed problems on SmolLM2 in bfloat16 with the adapters a run would use (assemble.sh: the given round
+# Typed problems on SmolLM2 in the tier's float32 (TYPED_DTYPE=bfloat16: see check.sh) with the adapters a run would use (assemble.sh: the given round
 # folders, then pending, then the tier's): one line a problem, its answer or why none, with solve's exit
 # status (0 right, 1 not). From the repository root:
 #   lab/lanes/typed.sh NAME 'EXPR;EXPR;...' [ROUND_FOLDER...]
@@ -13,7 +13,7 @@ lab/lanes/assemble.sh "work/try_$name" "$@" > /dev/null
 IFS=';' read -ra problems <<< "$exprs"
 for expr in "${problems[@]}"; do
   # solve prints the answer (or why none) and the first divergence on stdout, its cost on stderr
-  out=$(caef-bench solve --tier smollm2-135m --checkpoints "work/try_$name" --dtype bfloat16 "$expr" 2>&1)
+  out=$(caef-bench solve --tier smollm2-135m --checkpoints "work/try_$name" --dtype "${TYPED_DTYPE:-float32}" "$expr" 2>&1)
   status=$?
   echo "$expr (exit $status): $(grep -v -e Warning -e warnings.warn <<< "$out" | tail -3 | tr '\n' ' ')"
 done | tee "work/typed_$name.txt"

@@ -402,6 +402,30 @@ def test_run_lengths_draw_two_runs_of_lengths_at_most_one_apart_for_aligners_and
                 assert machine_run.transition(sample["meta"]["step"]) == (sample["prompt"], sample["completion"])
 
 
+def test_run_lengths_draw_divs_typed_runs_with_the_papers_quotients_half_at_a_callees_halt():
+    from itertools import groupby
+
+    from caef_bench.machines import run
+    from caef_bench.train.sources import MachineSource
+
+    def a_typed_run(number: str) -> bool:
+        return len(list(groupby(number[1:]))) <= 1
+
+    samples = MachineSource([("executor", "div")], max_len=10, seed=0, mix={"run_lengths": 1.0}).batch(0, 200)
+    pairs = [(s["meta"]["a"], s["meta"]["b"]) for s in samples]
+    assert all(a_typed_run(a) and a_typed_run(b) and len(a) - len(b) in (0, 1) for a, b in pairs)
+    assert all(int(a) // int(b) <= 15 for a, b in pairs) and sum(int(a) // int(b) >= 10 for a, b in pairs) > 5
+    assert max(len(b) for _, b in pairs) == 10
+    at_halts = 0
+    for sample in samples:
+        machine_run = run("div", int(sample["meta"]["a"]), int(sample["meta"]["b"]))
+        assert machine_run.transition(sample["meta"]["step"]) == (sample["prompt"], sample["completion"])
+        at_halts += sample["meta"]["step"] in {step for step, _ in machine_run.calls()}
+    assert at_halts / len(samples) > 0.5  # half drawn there, and most of DIV's other steps read one too
+    aligned = MachineSource([("aligner", "div")], max_len=10, seed=0, mix={"run_lengths": 1.0}).batch(0, 50)
+    assert all(s["meta"]["run_lengths"] and int(s["meta"]["a"]) // int(s["meta"]["b"]) <= 15 for s in aligned)
+
+
 def test_run_lengths_pass_over_mul_and_change_no_draw_at_zero():
     from caef_bench.train import mix
     from caef_bench.train.sources import MachineSource

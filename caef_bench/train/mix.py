@@ -35,7 +35,7 @@ LONG_CALLERS = {"add": ("long_mul", "long_div"), "reflection": ("long_div",)}  #
 COUNT_CALLERS = {"lt": ("mul",)}
 # every composer call of ADD and GREATER_THAN, for the draws on structured operands (a share of its own too)
 STRUCTURED_CALLERS = {"add": ("sub", "mul", "div"), "gt": ("div",)}
-# the operators whose operands are two numbers of 1-max_len digits each (the run_lengths draws)
+# the operators whose operands are two numbers of 1-max_len digits each (the run_lengths draws, and div's)
 TWO_NUMBERS = ("add", "sub", "gt", "lt", "eq")
 # Equal and one-digit-apart pairs: for sub such a pair has a difference with leading zeros (all zeros
 # when equal), which left_mask erases and SUB must return as they are.
@@ -72,8 +72,9 @@ SHARES = {share.name: share for share in (
     Share("count_calls", "draws", _executors(tuple(COUNT_CALLERS)), "MUL's LESS_THAN calls: its count against b"),
     Share("structured_calls", "draws", _executors(tuple(STRUCTURED_CALLERS)),
           "the calls SUB, MUL and DIV runs make on structured operands (MUL adds d000…0 to its multiples)"),
-    Share("run_lengths", "draws", lambda kind, op: kind in ("executor", "aligner") and op in TWO_NUMBERS,
-          "two runs of one digit or round numbers of lengths one apart (1000000000>999999999=), executors and aligners"),
+    Share("run_lengths", "draws", lambda kind, op: kind in ("executor", "aligner") and op in (*TWO_NUMBERS, "div"),
+          "two runs of one digit or round numbers of lengths one apart (1000000000>999999999=; div's of a quotient "
+          "of at most 15, 7777777777//777777777=), executors and aligners"),
     Share("column_sums", "draws", _executors(("add", "digit_mul")),
           "ADD's steps on each of the 200 (digit, digit, carry) columns alike (DIGIT_MUL's on its 450)"),
     Share("sub_results", "draws", _executors(("sub",)),

@@ -16,7 +16,7 @@ import random
 from typing import Callable
 
 from caef_bench.data.structured import any_operand, inner_run, random_digits, replace_digit, structured_pair
-from caef_bench.data.testsets import render_expr
+from caef_bench.data.testsets import MUL_DIV_SMALL_MAX, render_expr
 from caef_bench.data.training import draw_operands, expression, nines_on_top, random_number
 from caef_bench.machines import OPERATIONS, run
 from caef_bench.train.mix import CALLERS, COUNT_CALLERS, LONG_CALLERS, STRUCTURED_CALLERS
@@ -387,10 +387,25 @@ def run_lengths(source, kind: str, op: str, rng: random.Random, longest: int | N
     digit shorter). SmolLM2's aligners copied such a run a digit longer or shorter, into the start state or
     back from the halt: the run's length is all that tells its cells apart. Structured draws hold two runs
     of lengths one apart in under 1% of their pairs. An aligner's draw is the start or the halt text, as
-    the protocol's; an executor's a step of the run, its first and last weighted as the protocol's."""
-    top = max(max(cls) for cls in source.classes(op, longest, "all"))
+    the protocol's; an executor's a step of the run, its first and last weighted as the protocol's.
+
+    For div, b is the run (of a length its classes hold) and a one of b's length or one digit longer, with a
+    quotient of at most the paper's 15 (`7777777777//777777777=`, `1000000000//100000000=`): SmolLM2's
+    executor_div copied such an a or b a digit longer or shorter into its calls, and its count back from
+    ADD's halt (`9999999999//999999999=`), so an executor's draw is, half the time, a step reading a
+    callee's halt, as div_runs' are."""
+    if op == "div":
+        top = max(digits for digits, _ in source.classes("div", longest, "all"))
+    else:
+        top = max(max(cls) for cls in source.classes(op, longest, "all"))
 
     def draw() -> tuple[int, int]:
+        if op == "div":
+            while True:
+                b = _typed_run(rng, rng.randint(1, top))
+                a = int(_typed_run(rng, len(b) + rng.choice((0, 1, 1))))
+                if a // int(b) <= MUL_DIV_SMALL_MAX:
+                    return a, int(b)
         first = rng.randint(2, top)
         second = min(top, max(1, first + rng.choice((-1, 1, -1, 1, 0))))
         a, b = int(_typed_run(rng, first)), int(_typed_run(rng, second))
@@ -401,7 +416,9 @@ def run_lengths(source, kind: str, op: str, rng: random.Random, longest: int | N
     meta = {"kind": kind, "op": op, "a": str(a), "b": str(b), "run_lengths": True}
     if kind == "aligner":
         return source.aligner_sample(op, a, b, machine_run, rng, meta)
-    return source.transition(op, machine_run, source.edge_step(rng, len(machine_run) - 1), meta)
+    returns = [call_step for call_step, _ in machine_run.calls()] if op == "div" else []
+    step = rng.choice(returns) if returns and rng.random() < 0.5 else source.edge_step(rng, len(machine_run) - 1)
+    return source.transition(op, machine_run, step, meta)
 
 
 def difference_pair(rng: random.Random, length: int, size: int) -> tuple[int, int]:

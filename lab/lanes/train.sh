@@ -229,6 +229,12 @@ case $lane in
   sub_r10) args=(--lr 2e-4 --adapter-init $pending --seed 63 --executors sub --aligners '' --stage2-steps 150
                  --share near_rounds=0.1,low_nines=0.1,sub_results=0.2,structured=0.15,same=0.05,near=0.05,returns=0.4
                  --out work/smollm2_sub_r10) ;;
+  # executor_div round 5, from round 4 (the pending one): typed divisions of runs and round numbers (run_lengths, div's:
+  # in float32 it copied 1000000000 a 0 short into GREATER_THAN's start in `1000000000//100000000=`, 777777777 a 7
+  # longer into ADD's in `7777777777//777777777=`, and the count back from ADD's halt without its top 1 in
+  # `9999999999//999999999=`), beside round 4's shares
+  div_r5) args=(--lr 3e-4 --adapter-init $pending --seed 64 --executors div --aligners '' --stage2-steps 250
+                --share run_lengths=0.3,div_runs=0.2,structured=0.2,returns=0.3 --out work/smollm2_div_r5) ;;
   *) echo "no lane $lane (the lanes: lab/lanes/README.md)" >&2; exit 2 ;;
 esac
 caef-bench train --preset smollm2 --base smollm2-135m --eval-per-cell 50 --stage1-steps 0 "${args[@]}" >> "work/$lane.log" 2>&1

@@ -30,8 +30,10 @@ case ${1:?usage: lab/lanes/queue.sh A|B|C} in
   A) check join_div div_1_10 100
      check join_rep_div 'repeated_div_10_*' 20
      check join_cells add_5,add_10,sub_5,sub_10,gt_5,gt_10,lt_5,lt_10,eq_5,eq_10 100 ;;
-  # the budgets count the CAEF rounds taken by then, shortest first (sub 1,550 steps, lt 2,050)
-  B) for op in add div gt sub lt; do train "direct_${op}_budget"; done
+  # executor_div round 5 first (typed divisions of runs: screened and taken by hand, then the div runs go on with
+  # CHECK_REUSE on their records); the budgets count the CAEF rounds taken by then, shortest first
+  B) train div_r5
+     for op in add div gt sub lt; do train "direct_${op}_budget"; done
      check join_rep_mul 'repeated_mul_10_*' 20
      check join_mul mul_1_10 100
      check join_rep 'repeated_add_10_*,repeated_sub_10_*,repeated_gt_10_*,repeated_lt_10_*,repeated_eq_10_*' 20 ;;

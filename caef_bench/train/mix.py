@@ -35,7 +35,7 @@ LONG_CALLERS = {"add": ("long_mul", "long_div"), "reflection": ("long_div",)}  #
 COUNT_CALLERS = {"lt": ("mul",)}
 # every composer call of ADD and GREATER_THAN, for the draws on structured operands (a share of its own too)
 STRUCTURED_CALLERS = {"add": ("sub", "mul", "div"), "gt": ("div",)}
-# the operators whose operands are two numbers of 1-max_len digits each (the run_lengths draws, and div's)
+# the operators whose operands are two numbers of 1-max_len digits each (the run_lengths draws; div's beside them)
 TWO_NUMBERS = ("add", "sub", "gt", "lt", "eq")
 # Equal and one-digit-apart pairs: for sub such a pair has a difference with leading zeros (all zeros
 # when equal), which left_mask erases and SUB must return as they are.

@@ -396,29 +396,35 @@ def run_lengths(source, kind: str, op: str, rng: random.Random, longest: int | N
     callee's halt, as div_runs' are."""
     if op == "div":
         top = max(digits for digits, _ in source.classes("div", longest, "all"))
-    else:
-        top = max(max(cls) for cls in source.classes(op, longest, "all"))
 
-    def draw() -> tuple[int, int]:
-        if op == "div":
+        def draw() -> tuple[int, int]:
             while True:
                 b = _typed_run(rng, rng.randint(1, top))
                 a = int(_typed_run(rng, len(b) + rng.choice((0, 1, 1))))
                 if a // int(b) <= MUL_DIV_SMALL_MAX:
                     return a, int(b)
-        first = rng.randint(2, top)
-        second = min(top, max(1, first + rng.choice((-1, 1, -1, 1, 0))))
-        a, b = int(_typed_run(rng, first)), int(_typed_run(rng, second))
-        return (max(a, b), min(a, b)) if op == "sub" else (a, b) if rng.random() < 0.5 else (b, a)
+    else:
+        top = max(max(cls) for cls in source.classes(op, longest, "all"))
+
+        def draw() -> tuple[int, int]:
+            first = rng.randint(2, top)
+            second = min(top, max(1, first + rng.choice((-1, 1, -1, 1, 0))))
+            a, b = int(_typed_run(rng, first)), int(_typed_run(rng, second))
+            return (max(a, b), min(a, b)) if op == "sub" else (a, b) if rng.random() < 0.5 else (b, a)
 
     a, b = _unexcluded(source, op, draw)
     machine_run = run(op, a, b)
     meta = {"kind": kind, "op": op, "a": str(a), "b": str(b), "run_lengths": True}
     if kind == "aligner":
         return source.aligner_sample(op, a, b, machine_run, rng, meta)
-    returns = [call_step for call_step, _ in machine_run.calls()] if op == "div" else []
-    step = rng.choice(returns) if returns and rng.random() < 0.5 else source.edge_step(rng, len(machine_run) - 1)
+    step = _half_at_returns(source, machine_run, rng) if op == "div" else source.edge_step(rng, len(machine_run) - 1)
     return source.transition(op, machine_run, step, meta)
+
+
+def _half_at_returns(source, machine_run, rng: random.Random) -> int:
+    """A step of a composer's run: half the time one reading a callee's halt, else one drawn as the protocol's."""
+    returns = [call_step for call_step, _ in machine_run.calls()]
+    return rng.choice(returns) if returns and rng.random() < 0.5 else source.edge_step(rng, len(machine_run) - 1)
 
 
 def difference_pair(rng: random.Random, length: int, size: int) -> tuple[int, int]:
@@ -470,10 +476,8 @@ def div_runs(source, kind: str, op: str, rng: random.Random, longest: int | None
     allowed = source.classes("div", longest)
     a, b = _unexcluded(source, "div", lambda: draw(rng.choice(allowed)))
     machine_run = run("div", a, b)
-    returns = [call_step for call_step, _ in machine_run.calls()]
-    step = rng.choice(returns) if returns and rng.random() < 0.5 else source.edge_step(rng, len(machine_run) - 1)
     meta = {"kind": kind, "op": op, "a": str(a), "b": str(b), "div_runs": True}
-    return source.transition(op, machine_run, step, meta)
+    return source.transition(op, machine_run, _half_at_returns(source, machine_run, rng), meta)
 
 
 def nines_below(rng: random.Random, length: int, nines: int) -> int:

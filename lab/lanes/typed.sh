@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Typed problems on SmolLM2 in the tier's float32 (TYPED_DTYPE=bfloat16: see check.sh) with the adapters a run would use (assemble.sh: the given round
-# folders, then pending, then the tier's): one line a problem, its answer or why none, with solve's exit
-# status (0 right, 1 not). From the repository root:
+# Typed problems on SmolLM2 in the tier's float32 (TYPED_DTYPE=bfloat16: see check.sh) with the adapters a
+# run would use (assemble.sh: the given round folders, then pending, then the tier's): one line a problem, its
+# answer or why none, with solve's exit status (0 right, 1 not). From the repository root:
 #   lab/lanes/typed.sh NAME 'EXPR;EXPR;...' [ROUND_FOLDER...]
 # e.g. lab/lanes/typed.sh add_r9 '9999999999*12=;1000000+999999=' work/smollm2_add_r9  ->  work/typed_NAME.txt
 set -uo pipefail

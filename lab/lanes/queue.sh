@@ -25,14 +25,20 @@ tiny() {  # LANE of tiny_long.sh
 }
 records=work/records/smollm2-135m
 case ${1:?usage: lab/lanes/queue.sh A|B|C} in
-  # the join's end-to-end runs on the pending adapters, in the tier's float32 (check.sh): what bfloat16 screened
-  # on another CPU is made again here, the cells it has not yet passed first
-  A) check join_div div_1_10 100
-     check join_rep_div 'repeated_div_10_*' 20
-     check join_cells add_5,add_10,sub_5,sub_10,gt_5,gt_10,lt_5,lt_10,eq_5,eq_10 100 ;;
+  # the join's end-to-end runs on the pending adapters, in the tier's float32 (check.sh): the cells no training
+  # still queued can change first; div after executor_div's round 5 is taken (its records answer the calls of the
+  # adapters that round leaves alone)
+  A) check join_cells add_5,add_10,sub_5,sub_10,gt_5,gt_10,lt_5,lt_10,eq_5,eq_10 100
+     check join_div div_1_10 100
+     check join_rep_div 'repeated_div_10_*' 20 ;;
   # executor_div round 5 first (typed divisions of runs: screened and taken by hand, then the div runs go on with
   # CHECK_REUSE on their records); the budgets count the CAEF rounds taken by then, shortest first
   B) train div_r5
+     # the screen before the round is taken by hand: the typed divisions the pending executor_div missed and two
+     # it answered (lab/research/smollm2-log.md)
+     [ ! -f work/div_r5.done ] || [ -s work/typed_div_r5.txt ] || nice -n 5 lab/lanes/typed.sh div_r5 \
+       '9999999999//999999999=;8888888888//999999999=;1000000000//100000000=;7777777777//777777777=;9876543210//987654321=;5555555555//1111111111=' \
+       work/smollm2_div_r5
      for op in add div gt sub lt; do train "direct_${op}_budget"; done
      check join_rep_mul 'repeated_mul_10_*' 20
      check join_mul mul_1_10 100

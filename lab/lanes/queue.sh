@@ -23,7 +23,6 @@ tiny() {  # LANE of tiny_long.sh
   while pgrep -f "tiny_long.sh $1\$" > /dev/null; do sleep 60; done
   [ -f "work/tiny_$1.done" ] || nice -n 5 lab/lanes/tiny_long.sh "$1"
 }
-records=work/records/smollm2-135m
 case ${1:?usage: lab/lanes/queue.sh A|B|C} in
   # the join's end-to-end runs on the pending adapters, in the tier's float32 (check.sh): the cells no training
   # still queued can change first; div after executor_div's round 5 is taken (its records answer the calls of the

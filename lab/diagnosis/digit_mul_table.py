@@ -75,7 +75,7 @@ def main() -> None:
     if args.attend:
         attend(step_model, q1_steps(args.problems, args.digits, args.seed), args.attend, args.query)
         return
-    by_value, by_column, by_triple, by_carry = (defaultdict(lambda: [0, 0]) for _ in range(4))
+    by_value, by_column, by_triple, by_carry, by_digit = (defaultdict(lambda: [0, 0]) for _ in range(5))
     first_wrong = Counter()
     total = wrong = 0
     for x, d, c, column, source, target in q1_steps(args.problems, args.digits, args.seed):
@@ -84,7 +84,7 @@ def main() -> None:
         misses = [j for j in range(prompt_length, len(ids)) if predicted[j - 1] != ids[j]]
         value = x * d + c
         for table, key in ((by_value, value), (by_column, column), (by_triple, (x, d, c)),
-                           (by_carry, (column > 0, c))):
+                           (by_carry, (column > 0, c)), (by_digit, (column > 0, d))):
             table[key][0] += 1
             table[key][1] += bool(misses)
         total += 1
@@ -97,6 +97,8 @@ def main() -> None:
     print("by x·d + c (steps, wrong): " + ", ".join(f"{v}:{n}/{w}" for v, (n, w) in sorted(by_value.items()) if w))
     print("by column: " + ", ".join(f"{k}:{w}/{n}" for k, (n, w) in sorted(by_column.items())))
     print("by (past column 0, carry in): " + ", ".join(f"{k}:{w}/{n}" for k, (n, w) in sorted(by_carry.items())))
+    # d = 1 is a sum (x + c), column 0 a product with no carry (x·d): which of the two a miss needs
+    print("by (past column 0, the digit d): " + ", ".join(f"{k}:{w}/{n}" for k, (n, w) in sorted(by_digit.items())))
     print("first wrong token (context: expected->predicted):")
     for text, n in first_wrong.most_common(15):
         print(f"  {n:4d}  {text}")

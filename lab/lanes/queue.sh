@@ -38,7 +38,7 @@ case ${1:?usage: lab/lanes/queue.sh A|B|C} in
      [ ! -f work/div_r5.done ] || [ -s work/typed_div_r5.txt ] || nice -n 5 lab/lanes/typed.sh div_r5 \
        '9999999999//999999999=;8888888888//999999999=;1000000000//100000000=;7777777777//777777777=;9876543210//987654321=;5555555555//1111111111=' \
        work/smollm2_div_r5
-     for op in add div gt sub lt; do train "direct_${op}_budget"; done
+     for op in add div gt sub eq lt; do train "direct_${op}_budget"; done
      check join_rep_mul 'repeated_mul_10_*' 20
      check join_mul mul_1_10 100
      check join_rep 'repeated_add_10_*,repeated_sub_10_*,repeated_gt_10_*,repeated_lt_10_*,repeated_eq_10_*' 20 ;;

@@ -25,7 +25,7 @@ case $lane in
   # manifests): add, gt, mul and div go on from their own adapter; lt starts again from direct_gt and sub from
   # direct_add, as CAEF's LESS_THAN adapters start from GREATER_THAN's and its SUB lineage from ADD's (direct_eq,
   # direct_mul and direct_div were made that way). Run them once the CAEF rounds are taken: the budget is theirs.
-  direct_add_budget|direct_gt_budget|direct_lt_budget|direct_sub_budget|direct_mul_budget|direct_div_budget)
+  direct_add_budget|direct_gt_budget|direct_lt_budget|direct_sub_budget|direct_eq_budget|direct_mul_budget|direct_div_budget)
     op=${lane#direct_} && op=${op%_budget}
     case $op in
       add|gt) init=$tier from=$op ;;
@@ -35,7 +35,7 @@ case $lane in
     esac
     # one taken into the pending folder already goes on from there (0 steps when it is at its pair's samples)
     [ -f "$pending/direct/$op/manifest.json" ] && init=$pending from=$op
-    declare -A seeds=([add]=50 [gt]=51 [lt]=52 [sub]=53 [mul]=54 [div]=55)
+    declare -A seeds=([add]=50 [gt]=51 [lt]=52 [sub]=53 [mul]=54 [div]=55 [eq]=56)
     steps=$(python lab/lanes/direct_steps.py "$op" "$init" "$from") || exit 2
     if [ "$steps" = 0 ]; then echo "direct_$op is at its CAEF pair's samples already" >> "work/$lane.log"; echo 0 > "work/$lane.done"; exit 0; fi
     # a run takes at most 1,000 steps (~1.6 h of one thread) so that it ends inside a session; it then goes into the

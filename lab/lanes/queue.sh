@@ -19,6 +19,18 @@ train() {  # LANE
   # a direct budget past 1,000 steps runs in rounds, each a run of train.sh
   until [ -f "work/$1.done" ]; do lab/lanes/train.sh "$1" || break; done
 }
+direct_eval() {  # OP: a finished budget's last round through lm-eval on its Table 1 cells, N=100, for the take by hand
+  [ -f "work/direct_$1_budget.done" ] || return 0
+  ! compgen -G "work/direct_$1_budget_eval/*/results_*.json" > /dev/null || return 0
+  # the last round's folder is the one begun with the fewest steps left; none when the lane had none to run
+  local folder tasks
+  folder=$(ls -d "work/smollm2_direct_$1_budget_"* 2> /dev/null | sort -t_ -k5 -n | head -n 1)
+  case $1 in mul|div) tasks=caef_$1_1_10_direct ;; *) tasks=caef_$1_5_direct,caef_$1_10_direct ;; esac
+  (source .venv/bin/activate && OMP_NUM_THREADS=1 nice -n 5 caef-bench lm-eval --model caef-direct \
+     --model_args "tier=smollm2-135m,checkpoints=${folder:-checkpoints/smollm2-135m-pending}" --tasks "$tasks" \
+     --limit 100 --batch_size 32 --include_path tasks --device cpu --output_path "work/direct_$1_budget_eval" \
+     --log_samples >> "work/direct_$1_budget_eval.log" 2>&1)
+}
 tiny() {  # LANE of tiny_long.sh
   while pgrep -f "tiny_long.sh $1\$" > /dev/null; do sleep 60; done
   [ -f "work/tiny_$1.done" ] || nice -n 5 lab/lanes/tiny_long.sh "$1"
@@ -38,7 +50,7 @@ case ${1:?usage: lab/lanes/queue.sh A|B|C} in
      [ ! -f work/div_r5.done ] || [ -s work/typed_div_r5.txt ] || nice -n 5 lab/lanes/typed.sh div_r5 \
        '9999999999//999999999=;8888888888//999999999=;1000000000//100000000=;7777777777//777777777=;9876543210//987654321=;5555555555//1111111111=' \
        work/smollm2_div_r5
-     for op in add div gt sub eq lt; do train "direct_${op}_budget"; done
+     for op in add div gt sub eq lt; do train "direct_${op}_budget" && direct_eval "$op"; done
      check join_rep_mul 'repeated_mul_10_*' 20
      check join_mul mul_1_10 100
      check join_rep 'repeated_add_10_*,repeated_sub_10_*,repeated_gt_10_*,repeated_lt_10_*,repeated_eq_10_*' 20 ;;

@@ -97,7 +97,8 @@ def main() -> None:
     print("by x·d + c (steps, wrong): " + ", ".join(f"{v}:{n}/{w}" for v, (n, w) in sorted(by_value.items()) if w))
     print("by column: " + ", ".join(f"{k}:{w}/{n}" for k, (n, w) in sorted(by_column.items())))
     print("by (past column 0, carry in): " + ", ".join(f"{k}:{w}/{n}" for k, (n, w) in sorted(by_carry.items())))
-    # d = 1 is a sum (x + c), column 0 a product with no carry (x·d): which of the two a miss needs
+    # d = 1 is a copy (its carry is always 0) and column 0 a product with no carry in: misses by d tell a times
+    # table (d > 1 past column 0) from a read (d = 1 too)
     print("by (past column 0, the digit d): " + ", ".join(f"{k}:{w}/{n}" for k, (n, w) in sorted(by_digit.items())))
     print("first wrong token (context: expected->predicted):")
     for text, n in first_wrong.most_common(15):

@@ -40,7 +40,7 @@ case ${1:?usage: lab/lanes/queue.sh A|B|C} in
   # still queued can change first; div after executor_div's round 5 is taken (its records answer the calls of the
   # adapters that round leaves alone)
   A) check join_cells add_5,add_10,sub_5,sub_10,gt_5,gt_10,lt_5,lt_10,eq_5,eq_10 100
-     check join_div div_1_10 100
+     check join_div div_1_10 100 work/records/smollm2-135m-d0ec108bbc1e
      check join_rep_div 'repeated_div_10_*' 20 ;;
   # executor_div round 5 first (typed divisions of runs: screened and taken by hand, then the div runs go on with
   # CHECK_REUSE on their records); the budgets count the CAEF rounds taken by then, shortest first
